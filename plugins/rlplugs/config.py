@@ -1,0 +1,43 @@
+"""Strict option validation for plugin configs.
+
+Configs are pydantic models with ``extra="forbid"``; this module turns pydantic's generic
+"Extra inputs are not permitted" into an error that names the owner, the bad key, the closest
+valid keys and the full list, so a typo in a YAML or TOML file fails before any compute is spent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from rlplugs.registry import UnknownOptionError, closest
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class StrictConfig(BaseModel):
+    """Base class for every rlplugs config: unknown keys are errors, values are validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def validate_options(model: type[M], options: dict[str, Any], owner: str = "") -> M:
+    """``model(**options)`` with errors that say which key is wrong and what was meant."""
+    fields = sorted(model.model_fields)
+    unknown = [k for k in options if k not in model.model_fields]
+    if unknown:
+        parts = []
+        for key in unknown:
+            hint = closest(key, fields)
+            parts.append(f"'{key}'" + (f" (did you mean {' or '.join(repr(h) for h in hint)}?)" if hint else ""))
+        where = f" for '{owner}'" if owner else ""
+        raise UnknownOptionError(
+            f"unknown option{'s' if len(unknown) > 1 else ''}{where}: {', '.join(parts)}. "
+            f"Valid options: {', '.join(fields)}."
+        )
+    try:
+        return model(**options)
+    except ValidationError as exc:
+        where = f"'{owner}' " if owner else ""
+        raise ValueError(f"invalid {where}options: {exc}") from exc

@@ -1,0 +1,148 @@
+"""The EnvSpec contract: everything a trainer adapter needs to know about one environment.
+
+An environment plugin returns an :class:`EnvSpec` from its registered factory. Adapters (TRL,
+verifiers v1, the eval and SFT commands) read only this object, so an environment never imports a
+trainer and a trainer adapter never names an environment.
+
+Two ways to score:
+
+- **single-turn** (``episodes is None``): the dataset's ``prompt`` is sent once; ``scorer`` (or
+  the default per-component scorer) scores each completion;
+- **multi-turn** (``episodes`` set): ``episodes(row)`` starts an :class:`~rlplugs.episode.Episode`
+  that the adapter plays with the policy; components score the finished episode
+  (``Sample.episode``).
+
+``preflight()`` computes every reward component on real samples the environment supplies and
+fails naming each component that cannot compute, so a reward that never computes stops a run
+before step 0 instead of training on a constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from rlplugs.config import StrictConfig
+from rlplugs.episode import EpisodeFactory, Policy
+from rlplugs.rewards import RewardComponent, Sample, Score, UnscoredLedger, run_sync, score_components
+
+BatchScorer = Callable[[Sequence[Sample]], Awaitable[list[dict[str, Score]]]]
+
+
+class EvalProtocol(StrictConfig):
+    """How an environment is evaluated (the model card's protocol)."""
+
+    splits: tuple[str, ...] = ("validation",)
+    rows: int = Field(16, description="rows per split")
+    samples_per_row: int = 4
+    temperature: float = 0.6
+    top_p: float = 1.0
+    enable_thinking: bool = False
+    max_new_tokens: int = 1024
+    report_by: tuple[str, ...] = Field((), description="row columns to break results down by (e.g. family)")
+    success_component: str | None = Field(None, description="component whose mean is the headline success rate")
+
+
+class PreflightError(RuntimeError):
+    """At least one reward component could not compute on a real sample."""
+
+
+@dataclass
+class EnvSpec:
+    """One environment, as trainers and tools see it."""
+
+    name: str
+    description: str
+    datasets: dict[str, Callable[[], Any]]
+    components: list[RewardComponent]
+    preflight_samples: Callable[[], list[Sample]]
+    scorer: BatchScorer | None = None
+    episodes: EpisodeFactory | None = None
+    eval: EvalProtocol = field(default_factory=EvalProtocol)
+    trainer_defaults: dict[str, Any] = field(default_factory=dict)
+    model_defaults: dict[str, Any] = field(default_factory=dict)
+    sft_datasets: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    reference_policy: Policy | None = None
+    render: Callable[[Sample, Any], list[Any]] | None = None  # (sample, out_dir) -> written files
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.components]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"env '{self.name}': duplicate reward components {sorted(dupes)}")
+        if not self.components:
+            raise ValueError(f"env '{self.name}' declares no reward components")
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.episodes is not None
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {c.name: c.weight for c in self.components}
+
+    def dataset(self, split: str):
+        """The dataset of ``split`` (built on demand), or an error naming the splits."""
+        if split not in self.datasets:
+            raise KeyError(f"env '{self.name}' has no split '{split}'; splits: {', '.join(self.datasets)}")
+        return self.datasets[split]()
+
+    def sft_dataset(self, name: str | None = None):
+        if not self.sft_datasets:
+            raise KeyError(f"env '{self.name}' has no SFT dataset")
+        name = name or next(iter(self.sft_datasets))
+        if name not in self.sft_datasets:
+            raise KeyError(f"env '{self.name}' has no SFT dataset '{name}'; choose from {', '.join(self.sft_datasets)}")
+        return self.sft_datasets[name]()
+
+    def with_components(self, extra: Sequence[RewardComponent]) -> EnvSpec:
+        """A copy with more components (e.g. registered ones named on the command line)."""
+        from dataclasses import replace
+
+        return replace(self, components=[*self.components, *extra])
+
+    async def ascore(self, samples: Sequence[Sample], ledger: UnscoredLedger | None = None) -> list[dict[str, Score]]:
+        """Score samples with every component. A custom ``scorer`` covers the components it
+        returns; the remaining ones (e.g. extra registered components) run per component."""
+        own: list[dict[str, Score]] = [{} for _ in samples]
+        if self.scorer is not None:
+            own = await self.scorer(samples)
+            if ledger is not None:
+                for r in own:
+                    for n, s in r.items():
+                        ledger.record(n, s)
+        rest = [c for c in self.components if not all(c.name in r for r in own)]
+        if rest:
+            more = await score_components(rest, samples, ledger)
+            for r, m in zip(own, more):
+                r.update({k: v for k, v in m.items() if k not in r})
+        return own
+
+    def score(self, samples: Sequence[Sample], ledger: UnscoredLedger | None = None) -> list[dict[str, Score]]:
+        return run_sync(self.ascore(samples, ledger))
+
+    def preflight(self) -> dict[str, Any]:
+        """Compute every component on the environment's real samples; raise naming dead ones."""
+        samples = self.preflight_samples()
+        if not samples:
+            raise PreflightError(f"env '{self.name}' supplied no preflight samples")
+        results = self.score(samples)
+        report: dict[str, Any] = {}
+        dead = []
+        for c in self.components:
+            got = [r.get(c.name) for r in results]
+            scored = [s.value for s in got if s is not None and s.scored]
+            reasons = sorted({s.reason for s in got if s is not None and not s.scored and s.reason})
+            report[c.name] = {"scored": len(scored), "of": len(samples), "values": scored, "reasons": reasons}
+            if not scored:
+                dead.append(f"'{c.name}' ({'; '.join(reasons) or 'no value'})")
+        if dead:
+            raise PreflightError(
+                f"env '{self.name}': reward component{'s' if len(dead) > 1 else ''} {', '.join(dead)} "
+                f"could not compute on any of {len(samples)} real samples. Training would optimise a constant; "
+                "fix the component (or remove it) before step 0."
+            )
+        return report

@@ -1,0 +1,181 @@
+"""The plugin registry: one pluggy ``PluginManager`` fed by the ``rlplugs`` entry-point group.
+
+Why not ``PluginManager.load_setuptools_entrypoints``: it stops at the first plugin that fails
+to import. A researcher with one broken third-party plugin installed must still be able to train
+with the others, so each entry point is loaded on its own; a failure is recorded as a
+:class:`BrokenPlugin` (shown by ``rlplugs list``, logged once) and the rest load.
+
+Lookups by name (``get_environment("factorio-bild")``) fail with the registered names and the
+closest matches, as gymnasium's ``make`` does.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.metadata
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pluggy
+
+from rlplugs import hookspecs
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "rlplugs"
+Kind = Literal["environment", "reward_component", "guidance", "checkpoint_fixup"]
+_HOOK_FOR_KIND: dict[Kind, str] = {
+    "environment": "rlplugs_register_environments",
+    "reward_component": "rlplugs_register_reward_components",
+    "guidance": "rlplugs_register_guidance",
+    "checkpoint_fixup": "rlplugs_register_checkpoint_fixups",
+}
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One named thing a plugin offers. ``factory(**options)`` builds it when it is used.
+
+    ``config`` is the pydantic model that validates the options (unknown keys are errors with
+    suggestions, see :func:`rlplugs.config.validate_options`); ``None`` means no options.
+    """
+
+    name: str
+    factory: Callable[..., Any]
+    summary: str = ""
+    config: type | None = None
+    plugin: str = field(default="", compare=False)  # filled in by the registry
+
+    def build(self, options: dict[str, Any] | None = None) -> Any:
+        from rlplugs.config import validate_options
+
+        options = dict(options or {})
+        if self.config is None:
+            if options:
+                raise UnknownOptionError(
+                    f"'{self.name}' takes no options, got {sorted(options)}"
+                )
+            return self.factory()
+        return self.factory(validate_options(self.config, options, owner=self.name))
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """An entry point that raised while loading or registering; the others still load."""
+
+    name: str
+    target: str
+    error: str
+
+
+class UnknownPluginError(LookupError):
+    """A lookup by a name nothing registered."""
+
+
+class UnknownOptionError(ValueError):
+    """An option (config key) the plugin does not define."""
+
+
+class DuplicateNameError(ValueError):
+    """Two plugins registered the same name for the same kind."""
+
+
+def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Names in ``known`` most like ``name`` (for "did you mean" messages)."""
+    known = list(known)
+    by_norm = {k.replace("_", "-").lower(): k for k in known}
+    hits = difflib.get_close_matches(name.replace("_", "-").lower(), list(by_norm), n=n, cutoff=0.5)
+    return [by_norm[h] for h in hits]
+
+
+class Registry:
+    """Holds the plugin manager and answers lookups for every kind of registration."""
+
+    def __init__(self, entry_points: Iterable[importlib.metadata.EntryPoint] | None = None):
+        self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+        self.pm.add_hookspecs(hookspecs)
+        self.broken: list[BrokenPlugin] = []
+        eps = (
+            entry_points
+            if entry_points is not None
+            else importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        )
+        for ep in sorted(eps, key=lambda e: e.name):
+            self._load(ep)
+        self._tables: dict[Kind, dict[str, Registration]] = {}
+
+    def _load(self, ep: importlib.metadata.EntryPoint) -> None:
+        if self.pm.has_plugin(ep.name):
+            return  # the same distribution seen twice on sys.path
+        try:
+            plugin = ep.load()
+            self.pm.register(plugin, name=ep.name)
+        except Exception as exc:  # noqa: BLE001 - any failure of a third party is reported, not fatal
+            self.broken.append(BrokenPlugin(ep.name, ep.value, f"{type(exc).__name__}: {exc}"))
+            log.warning("rlplugs plugin %r (%s) failed to load: %s", ep.name, ep.value, exc)
+
+    def register(self, plugin: object, name: str) -> None:
+        """Register an already imported plugin object (used by tests and embedding code)."""
+        self.pm.register(plugin, name=name)
+        self._tables.clear()
+
+    def table(self, kind: Kind) -> dict[str, Registration]:
+        """All registrations of one kind, by name, each tagged with the plugin that made it."""
+        if kind in self._tables:
+            return self._tables[kind]
+        table: dict[str, Registration] = {}
+        hook = getattr(self.pm.hook, _HOOK_FOR_KIND[kind])
+        for impl in hook.get_hookimpls():
+            plugin_name = self.pm.get_name(impl.plugin) or repr(impl.plugin)
+            try:
+                regs = impl.function() or []
+            except Exception as exc:  # noqa: BLE001
+                self.broken.append(BrokenPlugin(plugin_name, _HOOK_FOR_KIND[kind], f"{type(exc).__name__}: {exc}"))
+                log.warning("rlplugs plugin %r failed in %s: %s", plugin_name, _HOOK_FOR_KIND[kind], exc)
+                continue
+            for reg in regs:
+                if reg.name in table:
+                    raise DuplicateNameError(
+                        f"{kind} '{reg.name}' is registered by both '{table[reg.name].plugin}' and '{plugin_name}'"
+                    )
+                table[reg.name] = Registration(reg.name, reg.factory, reg.summary, reg.config, plugin_name)
+        self._tables[kind] = table
+        return table
+
+    def get(self, kind: Kind, name: str) -> Registration:
+        """The registration called ``name``, or an error listing what exists and what is close."""
+        table = self.table(kind)
+        if name in table:
+            return table[name]
+        known = sorted(table)
+        hint = closest(name, known)
+        msg = f"unknown {kind.replace('_', ' ')} '{name}'."
+        if hint:
+            msg += f" Did you mean {' or '.join(repr(h) for h in hint)}?"
+        msg += f" Registered: {', '.join(known) if known else '(none)'}."
+        broken = [b for b in self.broken]
+        if broken:
+            msg += " Plugins that failed to load: " + "; ".join(f"{b.name} ({b.error})" for b in broken)
+        raise UnknownPluginError(msg)
+
+    def add_cli_commands(self, subparsers: Any) -> None:
+        for impl in self.pm.hook.rlplugs_add_cli_commands.get_hookimpls():
+            plugin_name = self.pm.get_name(impl.plugin)
+            try:
+                impl.function(subparsers=subparsers)
+            except Exception as exc:  # noqa: BLE001
+                self.broken.append(BrokenPlugin(plugin_name, "rlplugs_add_cli_commands", f"{type(exc).__name__}: {exc}"))
+
+
+@functools.cache
+def get_registry() -> Registry:
+    """The process-wide registry (the only global state rlplugs keeps)."""
+    return Registry()
+
+
+def get_environment(name: str, options: dict[str, Any] | None = None):
+    """Build the :class:`~rlplugs.envspec.EnvSpec` registered as ``name``."""
+    return get_registry().get("environment", name).build(options)

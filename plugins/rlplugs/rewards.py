@@ -1,0 +1,270 @@
+"""Reward components: named, weighted, sync or async, each logged as its own metric.
+
+The rule this module enforces: a reward that could not be computed is *unscored* (value ``None``
+with a reason), never a silent 0. Trainers exclude unscored values (TRL turns ``None`` into NaN
+and leaves it out of the weighted sum); :class:`UnscoredLedger` counts them by component and
+reason so a judge that keeps failing is visible in the logs, and :func:`rlplugs.envspec.EnvSpec.preflight`
+refuses to start training when a component cannot compute at all.
+
+A component's function raises :class:`Unscorable` to say "no score, and here is why"; any other
+exception is caught and recorded the same way with its type and message. Components marked
+``remote`` (a judge service, an HTTP model) are retried with exponential backoff under a timeout;
+only transient errors are retried.
+
+*Group* components (``group=True``, e.g. diversity across the rollouts of one prompt) receive all
+samples of one group at once and return one value per sample; the trainer adapters make sure the
+whole group is present even when the trainer spreads it over several processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlplugs.config import StrictConfig
+
+log = logging.getLogger(__name__)
+
+
+class Unscorable(Exception):
+    """Raised by a component that cannot score this sample; the message is the reason."""
+
+
+class TransientError(Exception):
+    """A failure worth retrying (dropped connection, busy judge); raise it from remote components."""
+
+
+@dataclass(frozen=True)
+class Score:
+    """One component's result for one sample: a value, or ``None`` and the reason it is missing."""
+
+    value: float | None
+    reason: str | None = None
+
+    @property
+    def scored(self) -> bool:
+        return self.value is not None
+
+
+@dataclass
+class Sample:
+    """What a component scores: the prompt, the model's completion text, the dataset row, and
+    for multi-turn environments the finished episode (see :mod:`rlplugs.episode`)."""
+
+    prompt: Any
+    completion: str
+    row: dict[str, Any] = field(default_factory=dict)
+    episode: Any = None
+    group: int | None = None
+
+
+class RetryPolicy(StrictConfig):
+    """How a remote component is retried: ``attempts`` tries, sleeping ``backoff_s * 2**k`` between
+    them, each try bounded by ``timeout_s`` seconds."""
+
+    attempts: int = 3
+    backoff_s: float = 0.5
+    timeout_s: float = 30.0
+
+
+RETRYABLE: tuple[type[BaseException], ...] = (TransientError, TimeoutError, ConnectionError)
+
+ComponentFn = Callable[..., float | Awaitable[float] | Sequence[float] | Awaitable[Sequence[float]]]
+
+
+@dataclass
+class RewardComponent:
+    """A named, weighted reward term. ``fn(sample) -> float`` (or ``fn(samples) -> list[float]``
+    with ``group=True``); may be ``async``. ``retry`` makes it a remote component."""
+
+    name: str
+    fn: ComponentFn
+    weight: float = 1.0
+    description: str = ""
+    group: bool = False
+    retry: RetryPolicy | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"reward component name {self.name!r} must be alphanumeric with '_' or '-'")
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(
+            getattr(self.fn, "__call__", None)
+        )
+
+
+class UnscoredLedger:
+    """Thread-safe counts of scored/unscored results per component, with reasons."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.scored: Counter[str] = Counter()
+        self.unscored: Counter[str] = Counter()
+        self.reasons: dict[str, Counter[str]] = defaultdict(Counter)
+        self.retries: Counter[str] = Counter()
+
+    def record(self, component: str, score: Score) -> None:
+        with self._lock:
+            if score.scored:
+                self.scored[component] += 1
+            else:
+                self.unscored[component] += 1
+                self.reasons[component][_short(score.reason)] += 1
+
+    def record_retry(self, component: str) -> None:
+        with self._lock:
+            self.retries[component] += 1
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            names = sorted(set(self.scored) | set(self.unscored))
+            return {
+                n: {
+                    "scored": self.scored[n],
+                    "unscored": self.unscored[n],
+                    "retries": self.retries[n],
+                    "reasons": dict(self.reasons[n].most_common(5)),
+                }
+                for n in names
+            }
+
+
+def _short(reason: str | None, limit: int = 160) -> str:
+    reason = (reason or "unknown").strip().splitlines()[0] if reason else "unknown"
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
+def _as_reason(exc: BaseException) -> str:
+    if isinstance(exc, Unscorable):
+        return str(exc) or "unscorable"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _call_once(component: RewardComponent, arg: Any) -> Any:
+    if component.is_async:
+        coro = component.fn(arg)
+    else:
+        coro = asyncio.to_thread(component.fn, arg)
+    timeout = component.retry.timeout_s if component.retry else None
+    return await asyncio.wait_for(coro, timeout) if timeout else await coro
+
+
+async def _call(component: RewardComponent, arg: Any, ledger: UnscoredLedger | None) -> Any:
+    """Call with retries for remote components; returns the raw value or raises the last error."""
+    attempts = component.retry.attempts if component.retry else 1
+    for attempt in range(attempts):
+        try:
+            return await _call_once(component, arg)
+        except RETRYABLE as exc:
+            if attempt + 1 >= attempts:
+                raise
+            if ledger is not None:
+                ledger.record_retry(component.name)
+            delay = component.retry.backoff_s * (2**attempt)
+            log.info("reward %s: %s; retry %d/%d in %.2fs", component.name, exc, attempt + 1, attempts - 1, delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _to_score(value: Any) -> Score:
+    if value is None:
+        return Score(None, "component returned None")
+    if isinstance(value, Score):
+        return value
+    value = float(value)
+    if value != value:  # NaN
+        return Score(None, "component returned NaN")
+    return Score(value)
+
+
+async def score_components(
+    components: Sequence[RewardComponent],
+    samples: Sequence[Sample],
+    ledger: UnscoredLedger | None = None,
+) -> list[dict[str, Score]]:
+    """Score every sample with every component, concurrently; never raises for a bad sample."""
+    results: list[dict[str, Score]] = [{} for _ in samples]
+
+    async def one(component: RewardComponent, index: int) -> None:
+        try:
+            results[index][component.name] = _to_score(await _call(component, samples[index], ledger))
+        except Exception as exc:  # noqa: BLE001 - a failed score is data, not a crash
+            results[index][component.name] = Score(None, _as_reason(exc))
+
+    async def group(component: RewardComponent, indices: list[int]) -> None:
+        members = [samples[i] for i in indices]
+        try:
+            values = await _call(component, members, ledger)
+            if len(values) != len(indices):
+                raise ValueError(f"group component returned {len(values)} values for {len(indices)} samples")
+            for i, v in zip(indices, values):
+                results[i][component.name] = _to_score(v)
+        except Exception as exc:  # noqa: BLE001
+            for i in indices:
+                results[i][component.name] = Score(None, _as_reason(exc))
+
+    jobs: list[Awaitable[None]] = []
+    for component in components:
+        if component.group:
+            by_group: dict[Any, list[int]] = defaultdict(list)
+            for i, s in enumerate(samples):
+                by_group[s.group if s.group is not None else ("solo", i)].append(i)
+            jobs += [group(component, idx) for idx in by_group.values()]
+        else:
+            jobs += [one(component, i) for i in range(len(samples))]
+    await asyncio.gather(*jobs)
+    if ledger is not None:
+        for r in results:
+            for name, s in r.items():
+                ledger.record(name, s)
+    return results
+
+
+def run_sync(coro: Awaitable[Any]) -> Any:
+    """Run a coroutine from sync code, also when the caller already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    result: dict[str, Any] = {}
+
+    def runner() -> None:
+        try:
+            result["value"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001
+            result["error"] = exc
+
+    t = threading.Thread(target=runner)
+    t.start()
+    t.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def weighted_total(scores: dict[str, Score], weights: dict[str, float]) -> float | None:
+    """Weighted sum of the scored components; ``None`` when none could be scored."""
+    scored = [(weights[n], s.value) for n, s in scores.items() if s.scored and n in weights]
+    if not scored:
+        return None
+    return float(sum(w * v for w, v in scored))
+
+
+@dataclass
+class Timer:
+    """Wall-clock seconds of a block (for throughput figures in logs)."""
+
+    start: float = field(default_factory=time.perf_counter)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
