@@ -1,0 +1,45 @@
+"""Shared fixtures: the test plugins' site directory and the offline tiny Qwen3.5.
+
+``tests/plugins_site`` holds an installed-looking distribution (``.dist-info`` with ``rlplugs``
+entry points), so the test environments load through the same entry-point path as any
+third-party plugin, in this process and in subprocesses (via ``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+PLUGINS_SITE = Path(__file__).parent / "plugins_site"
+if str(PLUGINS_SITE) not in sys.path:
+    sys.path.insert(0, str(PLUGINS_SITE))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+@pytest.fixture(scope="session")
+def plugin_env() -> dict[str, str]:
+    """Environment variables for a subprocess that must see the test plugins."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(PLUGINS_SITE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen35() -> Path:
+    """Directory of the tiny text-only Qwen3.5 with the real tokenizer (built once, cached)."""
+    from rlplugs.tiny_models import tiny_qwen35_dir
+
+    return tiny_qwen35_dir()
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen35_vl() -> Path:
+    """Directory of the tiny vision-language Qwen3.5 (the class real checkpoints use)."""
+    from rlplugs.tiny_models import tiny_qwen35_dir
+
+    return tiny_qwen35_dir(vision=True)

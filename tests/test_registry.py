@@ -1,0 +1,49 @@
+"""The registry loads plugins through entry points, isolates broken ones, and suggests names."""
+
+import pytest
+
+from rlplugs.config import StrictConfig, validate_options
+from rlplugs.registry import Registry, UnknownOptionError, UnknownPluginError
+
+
+def test_test_environments_load_through_entry_points():
+    reg = Registry()
+    envs = reg.table("environment")
+    assert {"letters-test", "count-test"} <= set(envs)
+    assert envs["letters-test"].plugin == "letters-test"
+
+
+def test_broken_plugin_is_reported_by_name_and_others_still_load():
+    reg = Registry()
+    broken = {b.name: b for b in reg.broken}
+    assert "broken-test" in broken
+    assert "broken on purpose" in broken["broken-test"].error
+    assert "letters-test" in reg.table("environment")
+
+
+def test_unknown_environment_lists_known_names_and_closest_match():
+    reg = Registry()
+    with pytest.raises(UnknownPluginError) as err:
+        reg.get("environment", "leters-test")
+    msg = str(err.value)
+    assert "Did you mean 'letters-test'" in msg
+    assert "count-test" in msg and "broken-test" in msg
+
+
+def test_unknown_config_key_is_an_error_with_suggestion():
+    reg = Registry()
+    with pytest.raises(UnknownOptionError) as err:
+        reg.get("environment", "letters-test").build({"rowz": 3})
+    assert "did you mean 'rows'" in str(err.value)
+
+
+def test_validate_options_reports_every_valid_key():
+    class Cfg(StrictConfig):
+        alpha: int = 1
+        beta: float = 2.0
+
+    with pytest.raises(UnknownOptionError) as err:
+        validate_options(Cfg, {"alpah": 3}, owner="demo")
+    assert "'alpah' (did you mean 'alpha'?)" in str(err.value)
+    assert "Valid options: alpha, beta" in str(err.value)
+    assert validate_options(Cfg, {"beta": 3}).beta == 3.0
