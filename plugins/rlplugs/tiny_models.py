@@ -112,17 +112,18 @@ def build_qwen35_tokenizer():
     )
 
 
-def _cached(name: str, build) -> Path:
-    """Build into a temp dir and rename into the cache, so concurrent builders never see half a dir."""
+def _cached(name: str, build, recipe: str = RECIPE_VERSION) -> Path:
+    """Build into a temp dir and rename into the cache, so concurrent builders never see half a dir.
+    A cached copy is reused only while its stamp matches ``recipe``."""
     target = cache_root() / name
     stamp = target / "rlplugs_recipe.json"
-    if stamp.exists() and json.loads(stamp.read_text()).get("recipe") == RECIPE_VERSION:
+    if stamp.exists() and json.loads(stamp.read_text()).get("recipe") == recipe:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
         build(tmp)
-        (tmp / "rlplugs_recipe.json").write_text(json.dumps({"recipe": RECIPE_VERSION}))
+        (tmp / "rlplugs_recipe.json").write_text(json.dumps({"recipe": recipe}))
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
         try:
