@@ -1,0 +1,287 @@
+"""The ``rlplugs`` command: inspect plugins, check an environment, evaluate, and train.
+
+``list`` and ``preflight`` answer "what is installed" and "will this env's rewards compute"
+before any compute is spent. ``eval`` runs an environment's evaluation protocol and writes a
+report. ``grpo``/``sft`` hand every remaining argument to the TRL launcher, so TRL's own flags,
+``--config`` and the accelerate options keep their meaning. Plugins add further commands
+(``ckpt``, ``games``, ``prm``, ...) through the ``rlplugs_add_cli_commands`` hook; this module
+never names them.
+
+Errors a user can fix (an unknown env name, a bad option, malformed JSON) are printed as one
+clean message with exit code 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rlplugs.registry import UnknownOptionError, UnknownPluginError, get_registry
+
+log = logging.getLogger(__name__)
+
+#: Subcommands whose arguments all belong to the TRL launcher (parsed there, not here).
+TRAINING_COMMANDS = ("grpo", "sft")
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line; printed without a traceback, exit code 2."""
+
+
+def _console(err: bool = False) -> Console:
+    return Console(stderr=err, highlight=False, soft_wrap=True)
+
+
+def parse_env_args(text: str | None) -> dict[str, Any]:
+    """``--env_args '{"rows": 4}'`` as a dict, or a usage error saying what is wrong."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--env_args is not valid JSON ({exc.msg} at position {exc.pos}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise UsageError(f"--env_args must be a JSON object like '{{\"rows\": 4}}', got {text!r}")
+    return value
+
+
+def build_env(name: str, env_args: str | None):
+    """The EnvSpec ``name`` with its options; unknown names/options become usage errors."""
+    from rlplugs.registry import get_environment
+
+    try:
+        return get_environment(name, parse_env_args(env_args))
+    except (UnknownPluginError, UnknownOptionError) as exc:
+        raise UsageError(str(exc)) from exc
+    except ValueError as exc:  # invalid option values (pydantic)
+        raise UsageError(str(exc)) from exc
+
+
+# --- list -----------------------------------------------------------------------------------
+
+KIND_TITLES = {
+    "environment": "Environments",
+    "reward_component": "Reward components",
+    "guidance": "Guidance strategies",
+    "checkpoint_fixup": "Checkpoint fixups",
+}
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    registry = get_registry()
+    tables = {kind: registry.table(kind) for kind in KIND_TITLES}  # may record more broken plugins
+    if args.json:
+        out = {
+            kind: [{"name": r.name, "plugin": r.plugin, "summary": r.summary} for r in table.values()]
+            for kind, table in tables.items()
+        }
+        out["broken"] = [{"name": b.name, "target": b.target, "error": b.error} for b in registry.broken]
+        _console().print_json(json.dumps(out))
+        return 0
+    console = _console()
+    for kind, title in KIND_TITLES.items():
+        table = Table(title=title, title_justify="left")
+        for column in ("name", "plugin", "summary"):
+            table.add_column(column)
+        for reg in sorted(tables[kind].values(), key=lambda r: r.name):
+            table.add_row(reg.name, reg.plugin, reg.summary)
+        if not tables[kind]:
+            table.add_row("(none)", "", "")
+        console.print(table)
+    if registry.broken:
+        table = Table(title="Broken plugins (not loaded; the others work)", title_justify="left", style="red")
+        for column in ("plugin", "target", "error"):
+            table.add_column(column)
+        for b in registry.broken:
+            table.add_row(b.name, b.target, b.error)
+        console.print(table)
+    return 0
+
+
+# --- preflight ------------------------------------------------------------------------------
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from rlplugs.envspec import PreflightError
+
+    spec = build_env(args.env, args.env_args)
+    try:
+        report = spec.preflight()
+    except PreflightError as exc:
+        _console(err=True).print(f"[red]preflight failed:[/red] {exc}")
+        return 1
+    if args.json:
+        _console().print_json(json.dumps(report))
+        return 0
+    table = Table(title=f"Preflight: {spec.name}", title_justify="left")
+    for column in ("component", "weight", "scored", "mean", "unscored reasons"):
+        table.add_column(column)
+    for component in spec.components:
+        r = report[component.name]
+        mean = sum(r["values"]) / len(r["values"]) if r["values"] else float("nan")
+        table.add_row(
+            component.name, f"{component.weight:g}", f"{r['scored']}/{r['of']}", f"{mean:.3f}", "; ".join(r["reasons"])
+        )
+    _console().print(table)
+    _console().print(f"[green]ok:[/green] every reward component of '{spec.name}' computed on real samples")
+    return 0
+
+
+# --- eval -----------------------------------------------------------------------------------
+
+
+def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", required=True, help="registered environment name")
+    p.add_argument("--env_args", help="environment options as a JSON object")
+    p.add_argument("--split", help="dataset split (default: the env's eval splits)")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--model", help="path of a Hugging Face model directory to evaluate")
+    who.add_argument("--policy", choices=["reference"], help="'reference': the env's own reference policy")
+    p.add_argument("--tokenizer", help="tokenizer path (default: the model's)")
+    p.add_argument("--rows", type=int, help="rows per split (default: the env's protocol)")
+    p.add_argument("--samples", type=int, help="samples per row (default: the env's protocol)")
+    p.add_argument("--temperature", type=float, help="sampling temperature (default: the env's protocol)")
+    p.add_argument("--top_p", type=float, help="nucleus sampling (default: the env's protocol)")
+    p.add_argument("--max_new_tokens", type=int, help="tokens per reply (default: the env's protocol)")
+    thinking = p.add_mutually_exclusive_group()
+    thinking.add_argument("--thinking", dest="enable_thinking", action="store_true", default=None)
+    thinking.add_argument("--no_thinking", dest="enable_thinking", action="store_false")
+    p.add_argument("--batch_size", type=int, default=8, help="conversations per generate() call")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--guidance", help="registered guidance strategy (multi-turn envs), e.g. best-of-n")
+    p.add_argument("--n", type=int, help="guidance: candidates per turn")
+    p.add_argument("--beam_width", type=int, help="guidance: beams kept")
+    p.add_argument("--prm", help="guidance: process reward model path")
+    p.add_argument("--render", type=int, default=3, help="samples the env renders as pictures (if it can)")
+    p.add_argument("--out", required=True, help="report directory")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
+
+    spec = build_env(args.env, args.env_args)
+    protocol = protocol_overrides(
+        spec.eval,
+        rows=args.rows,
+        samples_per_row=args.samples,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        enable_thinking=args.enable_thinking,
+    )
+    guidance = None
+    if args.guidance:
+        options = {k: getattr(args, k) for k in ("n", "beam_width", "prm") if getattr(args, k) is not None}
+        try:
+            guidance = get_registry().get("guidance", args.guidance).build(options)
+        except (UnknownPluginError, UnknownOptionError, ValueError) as exc:
+            raise UsageError(str(exc)) from exc
+    if args.policy == "reference":
+        if spec.reference_policy is None:
+            raise UsageError(f"env '{spec.name}' has no reference policy; pass --model PATH")
+        policy, policy_name = spec.reference_policy, "reference"
+    else:
+        from rlplugs.policies import HFPolicy
+
+        policy = HFPolicy(
+            args.model,
+            args.tokenizer,
+            temperature=protocol.temperature,
+            top_p=protocol.top_p,
+            max_new_tokens=protocol.max_new_tokens,
+            enable_thinking=protocol.enable_thinking,
+            seed=args.seed,
+            batch_size=args.batch_size,
+        )
+        policy_name = args.model
+    splits = [args.split] if args.split else list(protocol.splits)
+    for split in splits:
+        if split not in spec.datasets:
+            raise UsageError(f"env '{spec.name}' has no split '{split}'; splits: {', '.join(spec.datasets)}")
+    report, out = evaluate_to_dir(
+        spec, splits, policy, args.out, protocol=protocol, policy_name=policy_name, guidance=guidance,
+        guidance_name=args.guidance, render=args.render, progress=True,
+    )
+    console = _console()
+    for split, result in report["splits"].items():
+        success = result["success_rate"]
+        console.print(
+            f"[bold]{spec.name}[/bold] {split}: {result['counts']['samples']} samples, "
+            f"success {'n/a' if success is None else f'{success:.3f}'}, "
+            + ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in result["components"].items())
+        )
+    console.print(f"report: {out / 'report.md'}")
+    return 0
+
+
+# --- training (delegated to the TRL launcher) ------------------------------------------------
+
+
+def run_training(command: str, argv: list[str]) -> int:
+    """``rlplugs grpo|sft ...``: everything after the command goes to the TRL launcher."""
+    from rlplugs.trl.launch import run_training as launch
+
+    return launch(command, argv)
+
+
+# --- parser and entry point -----------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlplugs", description="Plugins for existing LLM RL trainers (TRL, prime-rl/verifiers)."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("list", help="registered environments, rewards, guidance, fixups (and broken plugins)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("preflight", help="compute every reward component of an env on real samples")
+    p.add_argument("--env", required=True)
+    p.add_argument("--env_args", help="environment options as a JSON object")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_preflight)
+
+    p = sub.add_parser("eval", help="run an env's evaluation protocol and write a report")
+    _add_eval_arguments(p)
+    p.set_defaults(func=cmd_eval)
+
+    for command in TRAINING_COMMANDS:
+        # Parsed by the TRL launcher (see main); listed here so `rlplugs --help` shows them.
+        sub.add_parser(command, help=f"TRL {command.upper()} on an env: rlplugs {command} --env NAME [TRL flags]", add_help=False)
+
+    get_registry().add_cli_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.DEBUG if "-v" in argv[:1] or "--verbose" in argv[:1] else logging.WARNING)
+    try:
+        if argv and argv[0] in TRAINING_COMMANDS:
+            return run_training(argv[0], argv[1:])
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help()
+            return USAGE_ERROR
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        _console(err=True).print(f"[red]error:[/red] {exc}")
+        return USAGE_ERROR
+    except UnknownPluginError as exc:  # raised by plugin commands looking things up
+        _console(err=True).print(f"[red]error:[/red] {exc}")
+        return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
