@@ -1,0 +1,174 @@
+"""Inference-time search with a PRM: best-of-N and beam search over any multi-turn episode.
+
+Both strategies only touch the :class:`~rlplugs.episode.Episode` protocol (``observation``,
+``step``, ``clone``, ``current_seat``, ``trained_seats``), so they work for every multi-turn
+environment. Turns of seats that are not trained (a programmatic partner's, or in self-play none)
+are played by the policy as usual; at each *learner* turn:
+
+- **best-of-N** samples ``n`` candidates in one batched call, the PRM scores each in its context,
+  and the highest-scoring candidate is played;
+- **beam search** keeps ``beam_width`` cloned games; for ``iterations`` learner turns each beam
+  is expanded with ``n`` candidates, every (beam, candidate) pair is scored in one PRM batch, and
+  the ``beam_width`` best become the new beams (a beam that already finished competes with its
+  last score). The best beam is then finished without search.
+
+The PRM score is an estimate of the chance to win from that point, so beams are ranked by their
+latest score, never by the game's true result (that would be an oracle, not a search).
+
+Candidates are sampled at the guidance's ``temperature`` from a shallow copy of the policy (same
+weights); every other turn uses the policy as given (greedy in the benchmark). The played episode
+comes back wrapped in :class:`GuidedEpisode`, whose ``record()`` adds the trace: every candidate,
+its PRM score and which one was played.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rlplugs.episode import BatchPolicy, Episode, Message
+from rlplugs.prm.lockstep import advance_until_learner, finish
+
+log = logging.getLogger(__name__)
+
+
+class TurnScorer(Protocol):
+    """Scores candidate turns in their contexts (higher = more likely to win); a trained
+    :class:`~rlplugs.prm.model.PRMScorer` is one."""
+
+    def score(self, contexts: Sequence[Sequence[Message]], candidates: Sequence[str]) -> list[float]: ...
+
+
+class GuidedEpisode:
+    """A played episode with the guidance trace; behaves as the episode itself (every attribute
+    is the wrapped episode's), and its ``record()`` carries the trace under ``"guidance"``."""
+
+    def __init__(self, episode: Episode, trace: dict[str, Any]):
+        self.episode = episode
+        self.trace = trace
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.episode, name)
+
+    def clone(self) -> GuidedEpisode:
+        return GuidedEpisode(self.episode.clone(), copy.deepcopy(self.trace))
+
+    def record(self) -> dict[str, Any]:
+        return {**self.episode.record(), "guidance": self.trace}
+
+
+def sampler(policy: BatchPolicy, temperature: float | None) -> BatchPolicy:
+    """The policy that proposes candidates: ``policy`` itself (``temperature=None``) or a shallow
+    copy sampling at ``temperature`` with the same weights."""
+    if temperature is None:
+        return policy
+    if not hasattr(policy, "temperature"):
+        raise TypeError(
+            f"{type(policy).__name__} has no 'temperature' to sample candidates at {temperature}; "
+            "pass temperature=None to use the policy's own sampling"
+        )
+    view = copy.copy(policy)
+    view.temperature = temperature
+    return view
+
+
+def _score_unique(scorer: TurnScorer, contexts: list[list[Message]], candidates: list[list[str]]) -> list[list[float]]:
+    """Score every candidate of every context in one PRM batch; duplicates are scored once."""
+    pairs = [(i, text) for i, texts in enumerate(candidates) for text in dict.fromkeys(texts)]
+    values = scorer.score([contexts[i] for i, _ in pairs], [text for _, text in pairs])
+    lookup = {pair: v for pair, v in zip(pairs, values, strict=True)}
+    return [[lookup[(i, text)] for text in texts] for i, texts in enumerate(candidates)]
+
+
+@dataclass
+class BestOfN:
+    """At every learner turn play the best of ``n`` sampled candidates according to ``scorer``."""
+
+    scorer: TurnScorer
+    n: int = 4
+    temperature: float | None = 0.7
+    max_turns: int = 1000
+    name: str = field(default="best-of-n", init=False)
+
+    def play(self, episode: Episode, policy: BatchPolicy) -> GuidedEpisode:
+        return self.play_all([episode], policy)[0]
+
+    def play_all(self, episodes: Sequence[Episode], policy: BatchPolicy) -> list[GuidedEpisode]:
+        """Play several episodes at once: one candidate call and one PRM batch per round."""
+        propose = sampler(policy, self.temperature)
+        traces: list[list[dict[str, Any]]] = [[] for _ in episodes]
+        for _ in range(self.max_turns):
+            advance_until_learner(episodes, policy, self.max_turns)
+            movers = [i for i, ep in enumerate(episodes) if not ep.done]
+            if not movers:
+                break
+            contexts = [episodes[i].observation() for i in movers]
+            candidates = propose.generate(contexts, n=self.n)
+            scores = _score_unique(self.scorer, contexts, candidates)
+            for i, texts, values in zip(movers, candidates, scores, strict=True):
+                best = max(range(len(texts)), key=values.__getitem__)
+                traces[i].append({"turn": len(traces[i]), "seat": episodes[i].current_seat,
+                                  "candidates": texts, "scores": values, "chosen": best})  # fmt: skip
+                episodes[i].step(texts[best])
+        else:
+            raise RuntimeError(f"episode did not end within {self.max_turns} turns")
+        head = {"strategy": self.name, "n": self.n, "temperature": self.temperature}
+        return [GuidedEpisode(ep, {**head, "turns": t}) for ep, t in zip(episodes, traces, strict=True)]
+
+
+@dataclass
+class _Beam:
+    episode: Episode
+    score: float | None
+    path: list[dict[str, Any]]
+
+
+@dataclass
+class BeamSearch:
+    """Beam search over learner turns in cloned episodes, ranked by ``scorer``, then finished."""
+
+    scorer: TurnScorer
+    beam_width: int = 2
+    n: int = 4
+    iterations: int = 3
+    temperature: float | None = 0.7
+    max_turns: int = 1000
+    name: str = field(default="beam", init=False)
+
+    def play(self, episode: Episode, policy: BatchPolicy) -> GuidedEpisode:
+        propose = sampler(policy, self.temperature)
+        beams = [_Beam(episode.clone(), None, [])]
+        expansions: list[dict[str, Any]] = []
+        for iteration in range(self.iterations):
+            advance_until_learner([b.episode for b in beams], policy, self.max_turns)
+            live = [b for b in beams if not b.episode.done]
+            if not live:
+                break
+            contexts = [b.episode.observation() for b in live]
+            candidates = propose.generate(contexts, n=self.n)
+            scores = _score_unique(self.scorer, contexts, candidates)
+            pool = [(b.score, b, None) for b in beams if b.episode.done]
+            pool += [(v, b, text) for b, texts, values in zip(live, candidates, scores, strict=True)
+                     for text, v in dict(zip(texts, values)).items()]  # fmt: skip
+            pool.sort(key=lambda item: -1.0 if item[0] is None else item[0], reverse=True)
+            beams = [self._child(parent, text, value) for value, parent, text in pool[: self.beam_width]]
+            expansions.append({"iteration": iteration, "scored": len(pool), "kept": [b.score for b in beams]})
+        best = max(beams, key=lambda b: -1.0 if b.score is None else b.score)
+        finish([best.episode], policy, self.max_turns)
+        trace = {"strategy": self.name, "n": self.n, "beam_width": self.beam_width, "iterations": self.iterations,
+                 "temperature": self.temperature, "turns": best.path, "expansions": expansions}  # fmt: skip
+        return GuidedEpisode(best.episode, trace)
+
+    @staticmethod
+    def _child(parent: _Beam, text: str | None, value: float | None) -> _Beam:
+        """A finished beam carries over; otherwise a clone of ``parent`` that played ``text``."""
+        if text is None:
+            return parent
+        episode = parent.episode.clone()
+        seat = episode.current_seat
+        episode.step(text)
+        step = {"turn": len(parent.path), "seat": seat, "candidate": text, "score": value}
+        return _Beam(episode, value, [*parent.path, step])

@@ -1,0 +1,161 @@
+"""Registers PRM guidance (``best-of-n``, ``beam``) and the ``rlplugs prm label|train`` commands.
+
+Guidance options are strict configs, so ``rlplugs eval --guidance best-of-n --n 4 --prm DIR``
+and ``get_registry().get("guidance", "beam").build({...})`` validate the same way; the PRM is
+loaded when the strategy is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+from typing import Any
+
+from pydantic import Field
+
+import rlplugs
+from rlplugs.config import StrictConfig
+from rlplugs.registry import Registration
+
+log = logging.getLogger(__name__)
+
+
+class BestOfNConfig(StrictConfig):
+    """Options of ``best-of-n``."""
+
+    prm: str = Field(description="PRM checkpoint directory (from `rlplugs prm train`)")
+    n: int = Field(4, ge=1, description="candidates sampled per learner turn")
+    temperature: float | None = Field(0.7, ge=0, description="candidate sampling temperature (None: the policy's own)")
+    device: str = Field("auto", description="PRM device: auto (cuda if available), cpu, cuda, cuda:1, ...")
+    max_length: int = Field(2048, ge=16, description="tokens of context the PRM reads (from the end)")
+    batch_size: int = Field(16, ge=1, description="PRM scoring batch size")
+
+
+class BeamConfig(BestOfNConfig):
+    """Options of ``beam``."""
+
+    beam_width: int = Field(2, ge=1, description="beams (cloned games) kept after each learner turn")
+    iterations: int = Field(3, ge=1, description="learner turns searched before finishing the best beam")
+
+
+def _scorer(config: BestOfNConfig):
+    import torch
+
+    from rlplugs.prm.model import PRMScorer
+
+    device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    return PRMScorer(config.prm, device=device, max_length=config.max_length, batch_size=config.batch_size)
+
+
+def build_best_of_n(config: BestOfNConfig):
+    from rlplugs.prm.guidance import BestOfN
+
+    return BestOfN(_scorer(config), n=config.n, temperature=config.temperature)
+
+
+def build_beam(config: BeamConfig):
+    from rlplugs.prm.guidance import BeamSearch
+
+    return BeamSearch(_scorer(config), beam_width=config.beam_width, n=config.n, iterations=config.iterations,
+                      temperature=config.temperature)  # fmt: skip
+
+
+@rlplugs.hookimpl
+def rlplugs_register_guidance() -> list[Registration]:
+    return [
+        Registration("best-of-n", build_best_of_n, "PRM picks the best of N sampled candidates per learner turn", BestOfNConfig),
+        Registration("beam", build_beam, "PRM-ranked beam search over learner turns in cloned games", BeamConfig),
+    ]
+
+
+# --- rlplugs prm label | train ---------------------------------------------------------------
+
+
+def _add_dataclass_arguments(parser: argparse.ArgumentParser, config_cls: type) -> None:
+    """One ``--flag`` per dataclass field, with its help text (the TRL way: the config documents the CLI)."""
+    for f in dataclasses.fields(config_cls):
+        help_text = f.metadata.get("help", "")
+        if f.type in ("bool", bool):
+            parser.add_argument(f"--{f.name}", action="store_true", help=help_text)
+        elif f.default is dataclasses.MISSING:
+            parser.add_argument(f"--{f.name}", required=True, help=help_text)
+        else:
+            kind = {"int": int, "float": float}.get(str(f.type), str)
+            parser.add_argument(f"--{f.name}", type=kind, default=f.default, help=f"{help_text} (default: {f.default})")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from rlplugs.prm.train import PRMTrainConfig, train_prm
+
+    names = {f.name for f in dataclasses.fields(PRMTrainConfig)}
+    out = train_prm(PRMTrainConfig(**{k: v for k, v in vars(args).items() if k in names}))
+    log.warning("PRM saved to %s", out)
+    return 0
+
+
+def cmd_label(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from rlplugs.cli import UsageError, build_env
+    from rlplugs.policies import HFPolicy
+    from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
+    from rlplugs.prm.lockstep import finish
+
+    spec = build_env(args.env, args.env_args)
+    if not spec.multi_turn:
+        raise UsageError(f"env '{spec.name}' is single-turn; PRM labels need a multi-turn env")
+    weights = json.loads(args.outcome) if args.outcome else (
+        {spec.eval.success_component: 1.0} if spec.eval.success_component else spec.weights)  # fmt: skip
+    rows = list(spec.dataset(args.split))[: args.rows]
+    policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                      batch_size=args.batch_size, seed=args.seed)  # fmt: skip
+    labelled: list[dict[str, Any]] = []
+    with Progress() as progress:
+        task = progress.add_task(f"labelling {spec.name} ({args.method})", total=len(rows))
+        for start in range(0, len(rows), args.chunk):
+            chunk = rows[start : start + args.chunk]
+            episodes = [spec.episodes(row) for row in chunk]
+            if args.method == "outcome":
+                finish(episodes, policy)
+                new = outcome_labels(episodes, weights)
+            else:
+                new = monte_carlo_labels(episodes, policy, weights, k=args.k, candidates=args.candidates)
+            for row in new:
+                row["meta"].update(env=spec.name, split=args.split, row=start + row["meta"]["episode"])
+            labelled += new
+            progress.advance(task, len(chunk))
+    save_rows(labelled, args.out)
+    log.warning("%d PRM rows written to %s", len(labelled), args.out)
+    return 0
+
+
+@rlplugs.hookimpl
+def rlplugs_add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
+    from rlplugs.prm.train import PRMTrainConfig
+
+    prm = subparsers.add_parser("prm", help="process reward models: label rollouts, train a PRM")
+    sub = prm.add_subparsers(dest="prm_command", metavar="PRM_COMMAND", required=True)
+
+    p = sub.add_parser("label", help="turn-level PRM rows from the policy's own rollouts of a multi-turn env")
+    p.add_argument("--env", required=True, help="registered multi-turn environment")
+    p.add_argument("--env_args", help="environment options as a JSON object")
+    p.add_argument("--split", default="train", help="dataset split to roll out")
+    p.add_argument("--rows", type=int, default=16, help="dataset rows (episodes) to label")
+    p.add_argument("--model", required=True, help="policy checkpoint directory")
+    p.add_argument("--method", choices=["monte_carlo", "outcome"], default="monte_carlo")
+    p.add_argument("--k", type=int, default=4, help="monte_carlo: continuations per candidate")
+    p.add_argument("--candidates", type=int, default=2, help="monte_carlo: candidates sampled per learner turn")
+    p.add_argument("--outcome", help='outcome weights as JSON, e.g. \'{"success": 1}\' (default: the env\'s success component)')
+    p.add_argument("--temperature", type=float, default=0.7, help="policy sampling temperature")
+    p.add_argument("--max_new_tokens", type=int, default=128)
+    p.add_argument("--batch_size", type=int, default=8, help="conversations per generate() call")
+    p.add_argument("--chunk", type=int, default=8, help="episodes labelled together")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="JSON-lines file to write")
+    p.set_defaults(func=cmd_label)
+
+    p = sub.add_parser("train", help="train a PRM (causal LM + scalar head) on labelled rows")
+    _add_dataclass_arguments(p, PRMTrainConfig)
+    p.set_defaults(func=cmd_train)
