@@ -1,0 +1,126 @@
+"""Registers the checkpoint fixups and training guards, and the ``rlplugs ckpt`` command.
+
+Each registration builds a :class:`Fixup`: a summary plus, where the tool applies to TRL, a
+``trainer_callback(training_args, env_spec=None)`` that returns a ``transformers.TrainerCallback``.
+The TRL adapter attaches them by name (``--fixups bf16-noop-guard truncation-monitor``). Tools that
+act on checkpoints on disk (for prime-rl, which has no hooks) are ``rlplugs ckpt ...`` commands.
+Nothing heavy is imported until a fixup is used, so ``rlplugs list`` stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from rlplugs import hookimpl
+from rlplugs.config import StrictConfig
+from rlplugs.registry import Registration
+
+
+@dataclass(frozen=True)
+class Fixup:
+    """What a checkpoint-fixup factory returns."""
+
+    name: str
+    summary: str
+    make_callback: Callable[[Any, Any], Any] | None = None  # (training_args, env_spec) -> TrainerCallback
+    command: str | None = None  # the ``rlplugs ckpt`` command, for tools that work on disk
+
+    def trainer_callback(self, training_args: Any, env_spec: Any = None):
+        if self.make_callback is None:
+            raise TypeError(
+                f"'{self.name}' works on checkpoints on disk and has no trainer callback; run `{self.command}`"
+            )
+        return self.make_callback(training_args, env_spec)
+
+
+class FixDtypeConfig(StrictConfig):
+    dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="dtype of the final export")
+    subdir: str | None = Field(None, description="export folder under output_dir (default export-<dtype>)")
+
+
+class NoOpGuardConfig(StrictConfig):
+    check_steps: int = Field(3, ge=1, description="optimizer steps measured before judging")
+    min_changed_fraction: float = Field(0.1, gt=0, le=1, description="stop below this share of changed elements")
+    sample_per_tensor: int = Field(4096, ge=1, description="elements sampled per trainable tensor")
+
+
+class TruncationConfig(StrictConfig):
+    threshold: float = Field(0.1, ge=0, le=1, description="warn when the clipped share rises above this")
+    metric: str = Field("completions/clipped_ratio", description="logged metric holding the clipped share")
+
+
+def _fix_dtype(cfg: FixDtypeConfig) -> Fixup:
+    def make(training_args, env_spec):
+        from rlplugs.checkpoint.export import DtypeExportCallback
+
+        return DtypeExportCallback(cfg.dtype, cfg.subdir)
+
+    return Fixup("fix-dtype", f"final export rewritten to {cfg.dtype} (config labels + shards)", make,
+                 "rlplugs ckpt fix-dtype DIR")  # fmt: skip
+
+
+def _fresh_optimizer_resume() -> Fixup:
+    def make(training_args, env_spec):
+        from rlplugs.checkpoint.resume import FreshOptimizerCallback
+
+        return FreshOptimizerCallback()
+
+    return Fixup("fresh-optimizer-resume", "resume weights, step, LR schedule, RNG and data order; fresh optimizer",
+                 make, "rlplugs ckpt strip-optimizer CHECKPOINT")  # fmt: skip
+
+
+def _repair_optimizer() -> Fixup:
+    return Fixup("repair-optimizer", "add missing per-parameter optimizer state to a DCP checkpoint",
+                 command="rlplugs ckpt repair-optimizer STEP_DIR")  # fmt: skip
+
+
+def _segments() -> Fixup:
+    def make(training_args, env_spec):
+        from rlplugs.checkpoint.segments import SegmentCallback
+
+        return SegmentCallback()
+
+    return Fixup("segments", "record each training segment (steps, end reason, optimizer carried)", make,
+                 "rlplugs ckpt segments RUN_DIR")  # fmt: skip
+
+
+def _noop_guard(cfg: NoOpGuardConfig) -> Fixup:
+    def make(training_args, env_spec):
+        from rlplugs.checkpoint.guards import NoOpUpdateGuard
+
+        return NoOpUpdateGuard(cfg.check_steps, cfg.min_changed_fraction, cfg.sample_per_tensor)
+
+    return Fixup("bf16-noop-guard", "stop training when optimizer updates round away in low precision", make)
+
+
+def _truncation_monitor(cfg: TruncationConfig) -> Fixup:
+    def make(training_args, env_spec):
+        from rlplugs.checkpoint.truncation import TruncationMonitor
+
+        return TruncationMonitor(getattr(env_spec, "name", None) or "default", cfg.threshold, cfg.metric)
+
+    return Fixup("truncation-monitor", "per-env share of completions clipped at the limit, warned above a threshold",
+                 make)  # fmt: skip
+
+
+@hookimpl
+def rlplugs_register_checkpoint_fixups() -> list[Registration]:
+    return [
+        Registration("fix-dtype", _fix_dtype, "rewrite config dtype labels and cast safetensors shards (CLI + final-export callback)", FixDtypeConfig),
+        Registration("fresh-optimizer-resume", _fresh_optimizer_resume, "resume from weights with a fresh optimizer, keeping step, LR schedule, RNG, data order"),
+        Registration("repair-optimizer", _repair_optimizer, "add missing optimizer state to a DCP checkpoint so a strict load succeeds (prime-rl)"),
+        Registration("segments", _segments, "record training segments (start/end step, why it ended, optimizer carried)"),
+        Registration("bf16-noop-guard", _noop_guard, "stop a run whose optimizer updates round away in bf16", NoOpGuardConfig),
+        Registration("truncation-monitor", _truncation_monitor, "per-env clipped-completion share, warned above a threshold", TruncationConfig),
+    ]  # fmt: skip
+
+
+@hookimpl
+def rlplugs_add_cli_commands(subparsers) -> None:
+    from rlplugs.checkpoint.cli import add_ckpt_command
+
+    add_ckpt_command(subparsers)
