@@ -1,0 +1,108 @@
+"""GRPO on an rlplugs environment: the script ``rlplugs grpo`` and ``trl grpo --env`` launch.
+
+Shaped like TRL's own ``trl/scripts/grpo.py`` (parse dataclasses, build the trainer, train, save)
+and adding only what comes from the EnvSpec: the dataset, one reward function per component with
+its weight, the multi-turn rollout, checkpoint-fixup callbacks and the preflight check. Run through
+accelerate (``python -m rlplugs.trl.grpo`` in each process)::
+
+    rlplugs grpo --env letters-test --model_name_or_path DIR --max_steps 2 --use_cpu --bf16 false
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rlplugs.trl.arguments import EnvGRPOScriptArguments, make_grpo_parser, parse_with_env_defaults
+
+log = logging.getLogger(__name__)
+
+
+def load_user_dataset(script_args, dataset_args):
+    """The dataset named by stock TRL flags (``--dataset_name`` or a YAML ``datasets:`` mixture), or None."""
+    from datasets import load_dataset
+    from trl import get_dataset
+
+    if dataset_args.datasets:
+        return get_dataset(dataset_args)
+    if script_args.dataset_name:
+        return load_dataset(script_args.dataset_name, name=script_args.dataset_config, streaming=script_args.dataset_streaming)
+    return None
+
+
+def build_callbacks(names: list[str] | None, training_args, spec) -> list:
+    """TRL callbacks of the checkpoint fixups named with ``--fixups``."""
+    from rlplugs.registry import get_registry
+
+    return [get_registry().get("checkpoint_fixup", n).build().trainer_callback(training_args, spec) for n in names or []]
+
+
+def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset_args, spec=None) -> None:
+    from trl import get_peft_config, get_quantization_config
+
+    from rlplugs.trl.rewards import EnvRewardFunctions
+    from rlplugs.trl.rollout import make_episode_rollout
+    from rlplugs.trl.trainer import EnvGRPOTrainer
+
+    if spec is None:
+        raise ValueError("no environment: pass --env NAME (or use stock `trl grpo` without rlplugs)")
+    if not model_args.model_name_or_path:
+        raise ValueError("pass --model_name_or_path (a Hub id or a local directory)")
+    if script_args.reward_funcs or script_args.reward_model_name_or_path:
+        raise ValueError(
+            f"env '{spec.name}' brings its own reward components; add registered ones with --extra_rewards "
+            "instead of --reward_funcs/--reward_model_name_or_path"
+        )
+    model_init_kwargs = dict(
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+        attn_implementation=model_args.attn_implementation,
+        dtype=model_args.dtype,
+    )
+    training_args.model_init_kwargs = {**model_init_kwargs, **(training_args.model_init_kwargs or {})}
+
+    if not script_args.skip_preflight:  # a reward that never computes must stop the run before step 0
+        report = spec.preflight()
+        log.info("preflight of env '%s': %s", spec.name, {k: f"{v['scored']}/{v['of']}" for k, v in report.items()})
+    rewards = EnvRewardFunctions(spec)
+    if training_args.reward_weights is None:
+        training_args.reward_weights = rewards.weights
+    dataset = load_user_dataset(script_args, dataset_args)
+    if dataset is not None:
+        train_dataset = dataset[script_args.dataset_train_split]
+        eval_dataset = dataset[script_args.dataset_test_split] if training_args.eval_strategy != "no" else None
+    else:
+        train_dataset = spec.dataset(script_args.env_split)
+        eval_split = script_args.dataset_test_split if script_args.dataset_test_split in spec.datasets else spec.eval.splits[0]
+        eval_dataset = spec.dataset(eval_split) if training_args.eval_strategy != "no" else None
+
+    trainer = EnvGRPOTrainer(
+        model=model_args.model_name_or_path,
+        reward_funcs=rewards.functions,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        callbacks=build_callbacks(script_args.fixups, training_args, spec),
+        quantization_config=get_quantization_config(model_args),
+        peft_config=get_peft_config(model_args),
+        rollout_func=make_episode_rollout(spec, script_args.max_episode_turns) if spec.multi_turn else None,
+        filter_zero_spread_groups=script_args.filter_zero_spread_groups,
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    summary = rewards.ledger.summary()
+    if any(v["unscored"] for v in summary.values()):
+        log.warning("unscored rewards during training: %s", summary)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=spec.name)
+    if hasattr(trainer, "end"):  # transformers >= 5.18: finish trackers, destroy the process group
+        trainer.end()
+
+
+def make_parser(prog: str | None = None):
+    return make_grpo_parser(prog=prog)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    (script_args, training_args, model_args, dataset_args), env_spec = parse_with_env_defaults(make_parser())
+    main(script_args, training_args, model_args, dataset_args, env_spec)

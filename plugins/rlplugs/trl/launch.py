@@ -1,0 +1,63 @@
+"""Launch an rlplugs training script through ``accelerate launch``, the way ``trl <command>`` does.
+
+The parent process only parses: options our parser knows (TRL's, ours, a ``--config`` YAML) go to
+the training script; everything else (``--num_processes``, ``--multi_gpu``, ``--accelerate_config
+zero3``, ...) goes to accelerate, with ``--accelerate_config`` resolved by TRL's own helper. The
+script runs as a module (``python -m rlplugs.trl.grpo``) in every accelerate process, so its
+directory never shadows top-level modules on ``sys.path``.
+
+Unknown environment names and options fail here, before accelerate starts any process.
+"""
+
+from __future__ import annotations
+
+from rlplugs.trl.arguments import check_environment, make_grpo_parser, make_sft_parser
+
+SCRIPTS = {
+    "grpo": ("rlplugs.trl.grpo", make_grpo_parser),
+    "sft": ("rlplugs.trl.sft", make_sft_parser),
+}
+
+
+def _without(items: list[str], subsequence: list[str]) -> list[str]:
+    """``items`` with the ordered ``subsequence`` taken out (the launch options among the CLI args)."""
+    rest, it = [], iter(subsequence)
+    want = next(it, None)
+    for item in items:
+        if want is not None and item == want:
+            want = next(it, None)
+        else:
+            rest.append(item)
+    return rest
+
+
+def split_launch_args(command: str, argv: list[str], prog: str | None = None) -> tuple[list[str], list[str]]:
+    """(accelerate launch args, training script args) for ``command``'s ``argv``; validates the
+    environment if one is named. Exits on ``--help`` like any argparse program."""
+    from trl.cli.accelerate_config import resolve_accelerate_config_argument
+
+    if command not in SCRIPTS:
+        raise ValueError(f"unknown training command {command!r}; choose from {', '.join(SCRIPTS)}")
+    parser = SCRIPTS[command][1](prog=prog or f"rlplugs {command}")
+    script_args, *_, config_rest, cli_rest = parser.parse_args_and_config(
+        list(argv), return_remaining_strings=True, separate_remaining_strings=True
+    )
+    if script_args.environment:
+        check_environment(script_args)
+    return resolve_accelerate_config_argument(config_rest + cli_rest), _without(list(argv), cli_rest)
+
+
+def run_training(command: str, argv: list[str], prog: str | None = None) -> int:
+    """Run ``rlplugs <command> ARGS`` (``command`` is ``"grpo"`` or ``"sft"``); returns the exit
+    status of the training processes (their traceback is already on stderr when it is not 0)."""
+    import subprocess
+
+    from accelerate.commands.launch import launch_command, launch_command_parser
+
+    launch_args, script_args = split_launch_args(command, argv, prog)
+    module = SCRIPTS[command][0]
+    try:
+        launch_command(launch_command_parser().parse_args([*launch_args, "--module", module, *script_args]))
+    except subprocess.CalledProcessError as exc:
+        return exc.returncode or 1
+    return 0

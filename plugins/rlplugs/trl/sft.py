@@ -1,0 +1,66 @@
+"""SFT on an rlplugs environment's SFT dataset: the script ``rlplugs sft`` and ``trl sft --env`` launch.
+
+Shaped like TRL's ``trl/scripts/sft.py``; the only addition is where the data comes from: the
+environment's SFT dataset (``--sft_dataset NAME``, default its first) unless a stock
+``--dataset_name``/``datasets:`` is given. Environment trainer defaults that SFT also has (e.g.
+``max_length``) apply; GRPO-only ones are skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rlplugs.trl.arguments import make_sft_parser, parse_with_env_defaults
+from rlplugs.trl.grpo import build_callbacks, load_user_dataset
+
+log = logging.getLogger(__name__)
+
+
+def main(script_args, training_args, model_args, dataset_args, spec=None) -> None:
+    from trl import SFTTrainer, get_peft_config, get_quantization_config
+
+    if spec is None:
+        raise ValueError("no environment: pass --env NAME (or use stock `trl sft` without rlplugs)")
+    if not model_args.model_name_or_path:
+        raise ValueError("pass --model_name_or_path (a Hub id or a local directory)")
+    model_init_kwargs = dict(
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+        attn_implementation=model_args.attn_implementation,
+        dtype=model_args.dtype,
+    )
+    training_args.model_init_kwargs = {**model_init_kwargs, **(training_args.model_init_kwargs or {})}
+    dataset = load_user_dataset(script_args, dataset_args)
+    if dataset is not None:
+        train_dataset = dataset[script_args.dataset_train_split]
+        eval_dataset = dataset[script_args.dataset_test_split] if training_args.eval_strategy != "no" else None
+    else:
+        train_dataset, eval_dataset = spec.sft_dataset(script_args.sft_dataset), None
+        if training_args.eval_strategy != "no":
+            raise ValueError("environment SFT datasets have no eval split; pass --eval_strategy no or a --dataset_name")
+
+    trainer = SFTTrainer(
+        model=model_args.model_name_or_path,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        callbacks=build_callbacks(script_args.fixups, training_args, spec),
+        quantization_config=get_quantization_config(model_args),
+        peft_config=get_peft_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=spec.name)
+    if hasattr(trainer, "end"):
+        trainer.end()
+
+
+def make_parser(prog: str | None = None):
+    return make_sft_parser(prog=prog)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    (script_args, training_args, model_args, dataset_args), env_spec = parse_with_env_defaults(make_parser(), strict=False)
+    main(script_args, training_args, model_args, dataset_args, env_spec)

@@ -1,0 +1,104 @@
+"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the two things rlplugs adds around its generation step.
+
+1. **Zero-spread filter** (``filter_zero_spread_groups``). A group whose rewards are all equal has
+   zero advantage everywhere, so it contributes no gradient; yet TRL keeps its tokens in the loss
+   mask, so with the token-normalised losses (``dapo``, the default, ``cispo``, ``vespo``) it
+   dilutes every other group's gradient by inflating ``num_items_in_batch``. TRL has no switch
+   for this, so this subclass wraps two methods and nothing else: ``_calculate_rewards`` (which
+   already returns the rewards of the *global* batch) records the groups without spread, and
+   ``_generate_and_score_completions`` zeroes those rows' ``completion_mask``/``tool_mask`` and
+   recomputes ``num_items_in_batch`` over all processes. Batch shapes stay the same, so nothing
+   downstream changes; the training loop itself is untouched.
+
+2. **Row access for rollouts.** TRL's ``rollout_func(prompts, trainer)`` receives only the
+   prompts, but an episode is started from its whole dataset row; the rows of the batch being
+   generated are exposed as :attr:`EnvGRPOTrainer.rollout_rows` for the duration of the call.
+
+Reward functions with a ``bind`` attribute (:class:`rlplugs.trl.rewards.EnvRewardFunctions`) are
+bound to the trainer so group components know the process layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+# Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
+SPREAD_TOLERANCE = 1e-8
+
+
+def zero_spread_rows(
+    rewards_per_func: torch.Tensor, weights: torch.Tensor, group_size: int, per_component: bool = False
+) -> torch.Tensor:
+    """Boolean mask over the rows of the global batch: True where the row's group has no spread.
+
+    Rows are grouped in contiguous blocks of ``group_size`` (how TRL lays out the global batch).
+    With ``per_component`` (TRL's ``normalize_then_sum``) a group has spread if any component
+    varies; otherwise the weighted total must vary (``sum_then_normalize``). Unscored values (NaN)
+    are ignored; a group with fewer than two scored rows has no spread.
+    """
+    if per_component:
+        values = rewards_per_func.view(-1, group_size, rewards_per_func.size(1))
+    else:
+        total = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+        total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+        values = total.view(-1, group_size, 1)
+    scored = ~torch.isnan(values)
+    high = torch.where(scored, values, -torch.inf).amax(dim=1)
+    low = torch.where(scored, values, torch.inf).amin(dim=1)
+    enough = scored.sum(dim=1) >= 2
+    has_spread = (enough & ((high - low) > SPREAD_TOLERANCE)).any(dim=1)
+    return (~has_spread).repeat_interleave(group_size)
+
+
+class EnvGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer plus an optional zero-spread filter and row access for rollout functions."""
+
+    def __init__(self, *args: Any, filter_zero_spread_groups: bool = False, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.filter_zero_spread_groups = filter_zero_spread_groups
+        self.rollout_rows: list[dict[str, Any]] | None = None
+        self._zero_spread: torch.Tensor | None = None
+        for func in self.reward_funcs:
+            bind = getattr(func, "bind", None)
+            if bind is not None:
+                bind(self)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.filter_zero_spread_groups and self.model.training:
+            self._zero_spread = zero_spread_rows(
+                rewards_per_func,
+                self.reward_weights,
+                self.num_generations,
+                per_component=self.multi_objective_aggregation == "normalize_then_sum",
+            )
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        self.rollout_rows = inputs
+        self._zero_spread = None
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self.rollout_rows = None
+        if self._zero_spread is not None:
+            output = self._leave_out_of_loss(output, self._zero_spread)
+            self._zero_spread = None
+        return output
+
+    def _leave_out_of_loss(self, output: dict[str, Any], global_rows: torch.Tensor) -> dict[str, Any]:
+        """Zero the loss masks of this process's zero-spread rows; recount the global tokens."""
+        mask = output["completion_mask"]
+        start = self.accelerator.process_index * mask.size(0)
+        keep = (~global_rows[start : start + mask.size(0)]).to(mask.device, mask.dtype).unsqueeze(1)
+        output["completion_mask"] = mask * keep
+        loss_mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            output["tool_mask"] = output["tool_mask"] * keep
+            loss_mask = loss_mask * output["tool_mask"]
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        self._metrics["train"]["zero_spread/filtered_frac"].append(global_rows.float().mean().item())
+        return output
