@@ -1,0 +1,282 @@
+"""Generic evaluation: run an environment's :class:`~rlplugs.envspec.EvalProtocol` with a policy.
+
+Every environment is evaluated the same way, so numbers are comparable across checkpoints and
+across the TRL and prime-rl routes:
+
+- **single-turn** envs: ``samples_per_row`` completions for each of the first ``rows`` rows,
+  generated in batches, scored with :meth:`EnvSpec.ascore <rlplugs.envspec.EnvSpec.ascore>`
+  (the samples of one row form one group, so group components see their siblings);
+- **multi-turn** envs: one episode per sample, played in lock-step so a batch policy answers
+  every live episode's turn in one ``generate`` call (or by a guidance strategy, which plays
+  each episode with its own search); scores are the episode's own ``scores()`` overlaid with the
+  env's components.
+
+A sample that cannot be scored stays *unscored* with its reason (an episode that raised, or
+never ended, included); means are over scored values only and the unscored counts are
+reported beside them. :func:`evaluate` returns plain dicts that :mod:`rlplugs.report` writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlplugs.envspec import EnvSpec, EvalProtocol
+from rlplugs.episode import Episode, Guidance, Policy
+from rlplugs.policies import as_batch_policy
+from rlplugs.rewards import Sample, Score, UnscoredLedger, run_sync, weighted_total
+
+log = logging.getLogger(__name__)
+
+Advance = Callable[[int], None]  # progress callback: n units done
+
+
+def protocol_overrides(protocol: EvalProtocol, **overrides: Any) -> EvalProtocol:
+    """``protocol`` with the given fields replaced; ``None`` means "keep the env's value"."""
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return protocol.model_copy(update=changes) if changes else protocol
+
+
+def eval_rows(spec: EnvSpec, split: str, rows: int) -> list[dict[str, Any]]:
+    """The first ``rows`` rows of ``split`` as plain dicts."""
+    ds = spec.dataset(split)
+    n = min(rows, len(ds))
+    return [dict(ds[i]) for i in range(n)]
+
+
+# --- single-turn ----------------------------------------------------------------------------
+
+
+def complete_rows(rows: list[dict[str, Any]], policy: Policy, samples: int, advance: Advance) -> list[Sample]:
+    """``samples`` completions per row; a batch policy answers a whole chunk of rows at once."""
+    batch = as_batch_policy(policy)
+    chunk = max(1, getattr(policy, "batch_size", 8) // max(1, samples))
+    out: list[Sample] = []
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        replies = batch.generate([r["prompt"] for r in part], n=samples)
+        for offset, (row, texts) in enumerate(zip(part, replies)):
+            out += [Sample(prompt=row["prompt"], completion=t, row=row, group=start + offset) for t in texts]
+        advance(len(part) * samples)
+    return out
+
+
+# --- multi-turn -----------------------------------------------------------------------------
+
+
+class EpisodeFailure(Exception):
+    """An episode that raised or did not end; its sample is unscored with this reason."""
+
+
+def play_lockstep(episodes: list[Episode], policy: Policy, max_turns: int, advance: Advance) -> list[str | None]:
+    """Play every episode to its end, one ``generate`` call per round for all live episodes.
+    Returns, per episode, ``None`` or the reason it failed (it raised, or ran past ``max_turns``)."""
+    batch = as_batch_policy(policy)
+    failures: list[str | None] = [None] * len(episodes)
+    turns = [0] * len(episodes)
+    while True:
+        live = [i for i, ep in enumerate(episodes) if failures[i] is None and not ep.done]
+        if not live:
+            break
+        replies = batch.generate([episodes[i].observation() for i in live], n=1)
+        for i, reply in zip(live, replies):
+            try:
+                episodes[i].step(reply[0])
+            except Exception as exc:  # noqa: BLE001 - one broken episode must not end the run
+                failures[i] = f"episode raised {type(exc).__name__}: {exc}"
+                log.warning("episode %d failed: %s", i, failures[i])
+            turns[i] += 1
+            if failures[i] is None and not episodes[i].done and turns[i] >= max_turns:
+                failures[i] = f"episode did not end within {max_turns} turns"
+            if failures[i] is not None or episodes[i].done:
+                advance(1)
+    return failures
+
+
+def play_guided(episodes: list[Episode], policy: Policy, guidance: Guidance, advance: Advance) -> tuple[list[Episode], list[str | None]]:
+    batch = as_batch_policy(policy)
+    played: list[Episode] = []
+    failures: list[str | None] = []
+    for ep in episodes:
+        try:
+            played.append(guidance.play(ep, batch))
+            failures.append(None)
+        except Exception as exc:  # noqa: BLE001
+            played.append(ep)
+            failures.append(f"guidance raised {type(exc).__name__}: {exc}")
+        advance(1)
+    return played, failures
+
+
+def episode_samples(
+    spec: EnvSpec, rows: list[dict[str, Any]], policy: Policy, protocol: EvalProtocol,
+    guidance: Guidance | None, max_turns: int, advance: Advance,
+) -> tuple[list[Sample], list[str | None]]:
+    assert spec.episodes is not None
+    starts = [(g, row) for g, row in enumerate(rows) for _ in range(protocol.samples_per_row)]
+    episodes = [spec.episodes(row) for _, row in starts]
+    if guidance is not None:
+        episodes, failures = play_guided(episodes, policy, guidance, advance)
+    else:
+        failures = play_lockstep(episodes, policy, max_turns, advance)
+    samples = []
+    for (group, row), ep in zip(starts, episodes):
+        seat = ep.trained_seats[0] if ep.trained_seats else ep.current_seat
+        replies = [m for m in ep.transcript(seat) if m.get("role") == "assistant"]
+        completion = str(replies[-1].get("content", "")) if replies else ""
+        samples.append(Sample(prompt=row["prompt"], completion=completion, row=row, episode=ep, group=group))
+    return samples, failures
+
+
+def score_episodes(spec: EnvSpec, samples: list[Sample], failures: list[str | None], ledger: UnscoredLedger) -> list[dict[str, Score]]:
+    """Episode ``scores()`` overlaid with the env's components; failed episodes are unscored."""
+    ok = [i for i, f in enumerate(failures) if f is None]
+    scored = run_sync(spec.ascore([samples[i] for i in ok], ledger)) if ok else []
+    results: list[dict[str, Score]] = [{} for _ in samples]
+    for i, own in zip(ok, scored):
+        try:
+            results[i] = {**samples[i].episode.scores(), **own}
+        except Exception as exc:  # noqa: BLE001
+            results[i] = {**own, "episode_scores": Score(None, f"scores() raised {type(exc).__name__}: {exc}")}
+    for i, reason in enumerate(failures):
+        if reason is not None:
+            results[i] = {c.name: Score(None, reason) for c in spec.components}
+            for name, s in results[i].items():
+                ledger.record(name, s)
+    return results
+
+
+# --- summary --------------------------------------------------------------------------------
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None
+
+
+def summarise(spec: EnvSpec, protocol: EvalProtocol, samples: list[Sample], scores: list[dict[str, Score]]) -> dict[str, Any]:
+    """Means of every component over scored values, the success rate, unscored counts with
+    reasons, and the same numbers per ``report_by`` group."""
+    names = list(dict.fromkeys([c.name for c in spec.components] + [n for s in scores for n in s]))
+
+    def block(indices: list[int]) -> dict[str, Any]:
+        comps = {n: _mean([scores[i][n].value for i in indices if n in scores[i] and scores[i][n].scored]) for n in names}
+        totals = [t for i in indices if (t := weighted_total(scores[i], spec.weights)) is not None]
+        success = comps.get(protocol.success_component) if protocol.success_component else None
+        return {"samples": len(indices), "success_rate": success, "weighted_reward": _mean(totals), "components": comps}
+
+    everything = list(range(len(samples)))
+    summary = block(everything)
+    unscored: dict[str, dict[str, Any]] = {}
+    for n in names:
+        reasons = Counter(scores[i][n].reason or "unknown" for i in everything if n in scores[i] and not scores[i][n].scored)
+        if reasons:
+            unscored[n] = {"count": sum(reasons.values()), "reasons": dict(reasons.most_common(5))}
+    summary["unscored"] = unscored
+    by: dict[str, dict[str, Any]] = {}
+    for column in protocol.report_by:
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(samples):
+            groups[str(s.row.get(column, "(missing)"))].append(i)
+        by[column] = {value: block(idx) for value, idx in sorted(groups.items())}
+    summary["by"] = by
+    return summary
+
+
+def sample_record(index: int, sample: Sample, scores: dict[str, Score]) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "index": index,
+        "group": sample.group,
+        "completion": sample.completion,
+        "scores": {n: s.value for n, s in scores.items()},
+        "unscored_reasons": {n: s.reason for n, s in scores.items() if not s.scored},
+    }
+    if sample.episode is not None:
+        try:
+            record["episode"] = sample.episode.record()
+        except Exception as exc:  # noqa: BLE001
+            record["episode"] = {"error": f"record() raised {type(exc).__name__}: {exc}"}
+    return record
+
+
+# --- entry points ---------------------------------------------------------------------------
+
+
+def evaluate(
+    spec: EnvSpec,
+    split: str,
+    policy: Policy,
+    protocol: EvalProtocol | None = None,
+    guidance: Guidance | None = None,
+    max_turns: int = 200,
+    advance: Advance | None = None,
+) -> dict[str, Any]:
+    """Evaluate ``policy`` on ``split`` of ``spec`` under ``protocol`` (default: the env's).
+
+    Returns ``{"split", "counts", "success_rate", "weighted_reward", "components", "unscored",
+    "by", "wall_time_s", "samples", "_samples"}``: ``samples`` are JSON-ready records,
+    ``_samples`` the :class:`~rlplugs.rewards.Sample` objects (for rendering; not serialised).
+    """
+    protocol = protocol or spec.eval
+    advance = advance or (lambda n: None)
+    start = time.perf_counter()
+    rows = eval_rows(spec, split, protocol.rows)
+    ledger = UnscoredLedger()
+    if spec.multi_turn:
+        samples, failures = episode_samples(spec, rows, policy, protocol, guidance, max_turns, advance)
+        scores = score_episodes(spec, samples, failures, ledger)
+    else:
+        if guidance is not None:
+            raise ValueError(f"guidance plays multi-turn episodes; env '{spec.name}' is single-turn")
+        samples = complete_rows(rows, policy, protocol.samples_per_row, advance)
+        scores = run_sync(spec.ascore(samples, ledger))
+    result = summarise(spec, protocol, samples, scores)
+    result["counts"] = {
+        "rows": len(rows),
+        "samples": len(samples),
+        "samples_per_row": protocol.samples_per_row,
+        "unscored_samples": sum(1 for s in scores if not any(v.scored for v in s.values())),
+    }
+    result["split"] = split
+    result["wall_time_s"] = round(time.perf_counter() - start, 3)
+    result["samples"] = [sample_record(i, s, sc) for i, (s, sc) in enumerate(zip(samples, scores))]
+    result["_samples"] = samples
+    return result
+
+
+def evaluate_to_dir(
+    spec: EnvSpec,
+    splits: Sequence[str],
+    policy: Policy,
+    out_dir: str | Path,
+    protocol: EvalProtocol | None = None,
+    policy_name: str = "",
+    guidance: Guidance | None = None,
+    guidance_name: str | None = None,
+    render: int = 3,
+    progress: bool = False,
+) -> tuple[dict[str, Any], Path]:
+    """:func:`evaluate` every split and write ``report.json``, ``report.md``, ``samples.jsonl``
+    and pictures into ``out_dir`` (see :mod:`rlplugs.report`). Returns the report and the dir."""
+    from rlplugs.report import progress_bar, write_report
+
+    protocol = protocol or spec.eval
+    results = {}
+    with progress_bar(enabled=progress) as bar:
+        for split in splits:
+            total = protocol.rows * protocol.samples_per_row
+            task = bar.add_task(f"{spec.name}/{split}", total=total)
+            results[split] = evaluate(spec, split, policy, protocol, guidance, advance=lambda n, t=task: bar.advance(t, n))
+    meta = {
+        "env": spec.name,
+        "description": spec.description,
+        "policy": policy_name or getattr(policy, "name", type(policy).__name__),
+        "guidance": guidance_name,
+        "protocol": protocol.model_dump(mode="json"),
+    }
+    out = Path(out_dir)
+    report = write_report(spec, meta, results, out, render=render)
+    return report, out

@@ -1,0 +1,119 @@
+"""A Hugging Face transformers policy that answers many conversations per ``generate`` call.
+
+Evaluation, guidance (best-of-N, beam search) and Monte-Carlo PRM labelling all need "the
+model's next turn for these conversations, ``n`` samples each". :class:`HFPolicy` renders each
+conversation with the tokenizer's chat template (``enable_thinking`` passed through, so Qwen3.5's
+thinking switch works), left-pads a batch so every prompt ends at the same position, samples,
+and decodes only the new tokens. It is both a :class:`~rlplugs.episode.Policy` (one
+conversation, one reply) and a :class:`~rlplugs.episode.BatchPolicy`.
+
+Replies are returned as the model wrote them (a thinking model's ``<think>…</think>`` block
+included): parsing an answer out of a reply is the environment's job, as it is in training.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlplugs.episode import Message
+
+log = logging.getLogger(__name__)
+
+
+class HFPolicy:
+    """Sample replies from a causal LM. ``model`` is a path or a loaded model; ``tokenizer``
+    a path, a loaded tokenizer, or ``None`` for the model's own."""
+
+    def __init__(
+        self,
+        model: str | Path | Any,
+        tokenizer: str | Path | Any | None = None,
+        temperature: float = 0.6,
+        top_p: float = 1.0,
+        max_new_tokens: int = 256,
+        enable_thinking: bool = False,
+        seed: int | None = 0,
+        batch_size: int = 8,
+        device: str | None = None,
+    ):
+        from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+
+        if isinstance(model, (str, Path)):
+            self.name = str(model)
+            model = AutoModelForCausalLM.from_pretrained(str(model), dtype="auto")
+        else:
+            self.name = getattr(getattr(model, "config", None), "name_or_path", type(model).__name__)
+        if tokenizer is None:
+            tokenizer = getattr(model, "name_or_path", None) or self.name
+        if isinstance(tokenizer, (str, Path)):
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        self.model = model.to(device) if device else model
+        self.model.eval()
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.enable_thinking = enable_thinking
+        self.batch_size = max(1, batch_size)
+        if seed is not None:
+            set_seed(seed)
+
+    def render(self, messages: list[Message]) -> str:
+        """The prompt text the model continues: chat template plus the assistant header."""
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, enable_thinking=self.enable_thinking
+        )
+
+    def __call__(self, messages: list[Message]) -> str:
+        return self.generate([messages], n=1)[0][0]
+
+    def generate(self, conversations: list[list[Message]], n: int = 1) -> list[list[str]]:
+        """``n`` sampled replies for each conversation (greedy when ``temperature == 0``)."""
+        prompts = [self.render(c) for c in conversations for _ in range(n)]
+        replies: list[str] = []
+        for start in range(0, len(prompts), self.batch_size):
+            replies += self._generate_batch(prompts[start : start + self.batch_size])
+        return [replies[i * n : (i + 1) * n] for i in range(len(conversations))]
+
+    @torch.no_grad()
+    def _generate_batch(self, prompts: list[str]) -> list[str]:
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        sampling: dict[str, Any] = (
+            {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+            if self.temperature > 0
+            else {"do_sample": False}
+        )
+        out = self.model.generate(
+            **enc,
+            max_new_tokens=self.max_new_tokens,
+            pad_token_id=self.tokenizer.pad_token_id,
+            **sampling,
+        )
+        new_tokens = out[:, enc["input_ids"].shape[1] :]
+        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+
+
+class CallableBatchPolicy:
+    """A plain :class:`~rlplugs.episode.Policy` (e.g. an env's reference policy) seen as a
+    :class:`~rlplugs.episode.BatchPolicy`, so guidance and batched evaluation accept it."""
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def __call__(self, messages: list[Message]) -> str:
+        return self.policy(messages)
+
+    def generate(self, conversations: list[list[Message]], n: int = 1) -> list[list[str]]:
+        return [[self.policy(c) for _ in range(n)] for c in conversations]
+
+
+def as_batch_policy(policy) -> Any:
+    """``policy`` itself when it already answers batches, else a per-conversation wrapper."""
+    return policy if callable(getattr(policy, "generate", None)) else CallableBatchPolicy(policy)

@@ -1,0 +1,123 @@
+"""Generic evaluation (``rlplugs eval`` / :func:`rlplugs.evaluation.evaluate`) on the test envs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+
+import pytest
+
+from rlplugs.evaluation import evaluate, evaluate_to_dir, protocol_overrides
+from rlplugs.registry import get_environment
+from test_cli import RLPLUGS
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_single_turn_reference_policy_scores_every_sample_with_each_component():
+    spec = get_environment("letters-test")
+    result = evaluate(spec, "validation", spec.reference_policy)
+    assert result["counts"] == {"rows": 4, "samples": 8, "samples_per_row": 2, "unscored_samples": 0}
+    assert result["components"] == {"letters": 1.0, "brevity": pytest.approx(1 - 3 / 200)}
+    assert result["success_rate"] == 1.0  # success_component = letters
+    assert [r["group"] for r in result["samples"]] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_multi_turn_reference_policy_plays_whole_episodes():
+    spec = get_environment("count-test", {"turns": 3})
+    result = evaluate(spec, "validation", spec.reference_policy)
+    assert result["counts"]["samples"] == 8
+    assert result["components"] == {"digits": 1.0, "final_len": 1.0}
+    replies = [m for m in result["samples"][0]["episode"]["messages"] if m["role"] == "assistant"]
+    assert [m["content"] for m in replies] == ["7", "7", "7"]
+
+
+def test_dead_component_is_reported_unscored_with_reason_not_averaged_as_zero():
+    spec = get_environment("letters-test", {"dead_component": True})
+    result = evaluate(spec, "validation", spec.reference_policy)
+    assert result["components"]["never"] is None
+    assert result["unscored"]["never"]["count"] == 8
+    assert "switched off" in next(iter(result["unscored"]["never"]["reasons"]))
+    assert result["weighted_reward"] == pytest.approx(1.0 + 0.5 * (1 - 3 / 200))  # the dead one is left out
+
+
+def test_episode_that_never_ends_is_unscored_with_its_reason():
+    spec = get_environment("count-test", {"turns": 5})
+    result = evaluate(spec, "validation", spec.reference_policy, max_turns=2)
+    assert result["components"]["digits"] is None
+    assert result["counts"]["unscored_samples"] == 8
+    assert "did not end within 2 turns" in next(iter(result["unscored"]["digits"]["reasons"]))
+
+
+def test_guidance_plays_each_episode():
+    class FirstOfTwo:  # the simplest real guidance: sample two replies, keep the first
+        def play(self, episode, policy):
+            while not episode.done:
+                episode.step(policy.generate([episode.observation()], n=2)[0][0])
+            return episode
+
+    spec = get_environment("count-test")
+    result = evaluate(spec, "validation", spec.reference_policy, guidance=FirstOfTwo())
+    assert result["components"]["digits"] == 1.0
+    with pytest.raises(ValueError, match="single-turn"):
+        evaluate(get_environment("letters-test"), "validation", lambda m: "x", guidance=FirstOfTwo())
+
+
+def test_report_files_breakdown_pictures_and_env_renders(tmp_path):
+    rendered = []
+
+    def render(sample, out_dir):
+        path = out_dir / f"sample_{len(rendered)}.txt"
+        path.write_text(sample.completion)
+        rendered.append(path)
+        return [path]
+
+    spec = dataclasses.replace(get_environment("letters-test"), render=render)
+    protocol = protocol_overrides(spec.eval, report_by=("row_id",), rows=3, samples_per_row=None)
+    report, out = evaluate_to_dir(spec, ["validation"], spec.reference_policy, tmp_path, protocol=protocol, policy_name="reference", render=2)
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["policy"] == "reference" and saved["protocol"]["rows"] == 3
+    split = saved["splits"]["validation"]
+    assert set(split["by"]["row_id"]) == {"100", "101", "102"}
+    assert split["by"]["row_id"]["101"]["samples"] == 2
+    assert len(split["renders"]) == 2 and not split["render_errors"]
+    for picture in split["pictures"]:
+        assert (out / picture).read_bytes()[:8] == PNG
+    assert {"components_validation.png", "success_by_row_id_validation.png"} <= set(split["pictures"])
+    assert "| letters | 1.000 | 0 |" in (out / "report.md").read_text()
+    assert len((out / "samples.jsonl").read_text().splitlines()) == 6
+
+
+def test_failing_render_is_noted_not_fatal(tmp_path):
+    def render(sample, out_dir):
+        raise RuntimeError("no display")
+
+    spec = dataclasses.replace(get_environment("letters-test"), render=render)
+    report, _ = evaluate_to_dir(spec, ["validation"], spec.reference_policy, tmp_path, render=1)
+    assert report["splits"]["validation"]["render_errors"] == ["sample 0: RuntimeError: no display"]
+
+
+@pytest.mark.parametrize("env", ["letters-test", "count-test"])
+def test_cli_eval_with_tiny_qwen35(env, tiny_qwen35, tmp_path, plugin_env):
+    out = subprocess.run(
+        [RLPLUGS, "eval", "--env", env, "--split", "validation", "--model", str(tiny_qwen35), "--rows", "2",
+         "--samples", "2", "--max_new_tokens", "6", "--temperature", "1.0", "--out", str(tmp_path)],
+        env=plugin_env, capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["policy"] == str(tiny_qwen35)
+    split = report["splits"]["validation"]
+    assert split["counts"]["samples"] == 4 and split["counts"]["unscored_samples"] == 0
+    assert 0.0 <= split["success_rate"] <= 1.0
+    samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert all(s["completion"] != "abc" and s["completion"] != "7" for s in samples)  # the model answered, not the reference
+
+
+def test_cli_eval_unknown_guidance_is_a_usage_error(plugin_env, tmp_path):
+    out = subprocess.run(
+        [RLPLUGS, "eval", "--env", "count-test", "--policy", "reference", "--guidance", "best-of-nine", "--out", str(tmp_path)],
+        env=plugin_env, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 2 and "unknown guidance 'best-of-nine'" in out.stderr and "Traceback" not in out.stderr
