@@ -1,0 +1,146 @@
+"""``rlplugs games ...``: collect rollouts, turn won episodes into SFT data, print clemscore tables.
+
+- ``collect --model PATH --games all --episodes N --out DIR``: the model plays N episodes of each
+  game (self-play by default, clembench's protocol), all episodes advancing in lock-step so each
+  step is one batched ``generate``; every episode is saved as JSON + HTML, with ``index.html``
+  and ``scores.json`` for the run.
+- ``sft-data --runs DIR --out FILE``: the won episodes' turns as chat samples (JSONL).
+- ``score --runs DIR``: the clemscore table of one or more runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from itertools import cycle, islice
+from pathlib import Path
+from typing import Any
+
+from rlplugs.episode import BatchPolicy
+
+from clembench_games.instances import GAMES
+from clembench_games.plugin import ClembenchGamesConfig, episode_for_row, rows
+from clembench_games.scoring import clem_table
+from clembench_games.sft import won_turn_samples
+from clembench_games.transcripts import load_records, save_episode, write_index
+
+
+def _pick(game_rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """``n`` rows alternating over experiments (cycling when there are fewer rows than ``n``)."""
+    order = sorted(game_rows, key=lambda r: (int(r["instance_id"].rsplit("-", 1)[1]), r["experiment"], r["seat"]))
+    return list(islice(cycle(order), n))
+
+
+def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, split: str = "validation",
+            seats: str = "self-play", progress=None) -> list[Path]:
+    """Play ``episodes`` episodes of each game with ``policy`` and save them under ``out``."""
+    cfg = ClembenchGamesConfig(games=tuple(games), seats=seats)
+    picked = [r for g in cfg.games for r in _pick([r for r in rows(cfg, split) if r["game"] == g], episodes)]
+    running = [episode_for_row(r) for r in picked]
+    for ep in running:
+        ep.meta["split"] = split
+    saved: list[Path] = []
+    live = list(range(len(running)))
+    while live:
+        replies = policy.generate([running[i].observation() for i in live], n=1)
+        for i, (reply,) in zip(live, replies):
+            running[i].step(reply)
+            if running[i].done:
+                saved.append(save_episode(out, running[i].record(), i))
+                if progress:
+                    progress()
+        live = [i for i in live if not running[i].done]
+    write_index(out)
+    return saved
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from rlplugs.policies import HFPolicy
+
+    from rich.console import Console
+
+    try:
+        games = list(ClembenchGamesConfig(games=tuple(args.games)).games)
+    except ValueError as exc:
+        Console(stderr=True).print(f"error: {exc}")
+        return 2
+    policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                      batch_size=args.batch_size, seed=args.seed)
+    out = Path(args.out)
+    with Progress() as bar:
+        task = bar.add_task("episodes", total=len(games) * args.episodes)
+        collect(policy, games, args.episodes, out, split=args.split, seats=args.seats,
+                progress=lambda: bar.advance(task))
+    _print_table(clem_table(load_records(out)))
+    return 0
+
+
+def _cmd_sft_data(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    records = [r for runs in args.runs for r in load_records(Path(runs))]
+    samples = won_turn_samples(records)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as fh:
+        for s in samples:
+            fh.write(json.dumps(s, ensure_ascii=False) + "\n")
+    won = sum(r["metrics"].get("Success") == 1.0 for r in records)
+    Console().print(f"{len(samples)} turn samples from {won} won of {len(records)} episodes -> {out}")
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    table = clem_table(r for runs in args.runs for r in load_records(Path(runs)))
+    if args.json:
+        print(json.dumps(table, indent=1))  # noqa: T201 - CLI output
+    else:
+        _print_table(table)
+    return 0
+
+
+def _print_table(table: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def fmt(x: float) -> str:
+        return "n/a" if x is None or math.isnan(x) else f"{x:.2f}"
+
+    t = Table("game", "episodes", "% played", "quality", "% success", title="clembench-games")
+    for game, v in table["games"].items():
+        t.add_row(game, str(v["episodes"]), fmt(v["% Played"]), fmt(v["Quality"]), fmt(v["Success"]))
+    t.add_row("[b]average[/b]", "", fmt(table["% Played"]), fmt(table["Quality"]), "")
+    console = Console()
+    console.print(t)
+    console.print(f"clemscore = {fmt(table['clemscore'])}")
+
+
+def add_games_command(subparsers) -> None:
+    games = subparsers.add_parser("games", help="clembench-games: collect rollouts, SFT data, clemscore")
+    sub = games.add_subparsers(dest="games_command", required=True)
+
+    c = sub.add_parser("collect", help="play episodes with a model and save transcripts")
+    c.add_argument("--model", required=True, help="local model directory (from_pretrained)")
+    c.add_argument("--games", nargs="+", default=["all"], help=f"'all' or some of: {', '.join(GAMES)}")
+    c.add_argument("--episodes", type=int, default=8, help="episodes per game")
+    c.add_argument("--out", required=True, help="run directory for transcripts")
+    c.add_argument("--split", default="validation", choices=("train", "validation", "test"))
+    c.add_argument("--seats", default="self-play", choices=("self-play", "single"))
+    c.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (clembench protocol)")
+    c.add_argument("--max-new-tokens", type=int, default=300)
+    c.add_argument("--batch-size", type=int, default=8)
+    c.add_argument("--seed", type=int, default=0)
+    c.set_defaults(func=_cmd_collect)
+
+    s = sub.add_parser("sft-data", help="turn-level chat samples from won episodes (JSONL)")
+    s.add_argument("--runs", nargs="+", required=True, help="run directories written by 'games collect'")
+    s.add_argument("--out", required=True, help="output JSONL file")
+    s.set_defaults(func=_cmd_sft_data)
+
+    k = sub.add_parser("score", help="clemscore table of runs")
+    k.add_argument("--runs", nargs="+", required=True)
+    k.add_argument("--json", action="store_true")
+    k.set_defaults(func=_cmd_score)

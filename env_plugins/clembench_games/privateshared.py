@@ -1,0 +1,151 @@
+"""Private/shared, written from the public description of the game: does the model keep track of
+what it has told its partner?
+
+The answerer (the LLM seat) holds private information for a scenario (a trip, a restaurant order,
+a job offer). A programmatic questioner asks for one slot at a time. After every answer the game
+master *probes* the answerer, aside, for every slot: "does the other person already know it?";
+probes are not kept in the answerer's chat. A slot becomes shared once it was asked and answered.
+
+Scores: slot accuracy (the answer contains the private value) and Cohen's kappa between the
+probe answers and the truth, truncated at 0; Main Score = 100 x harmonic mean of the two.
+Success = every slot right and every probe right.
+
+Parse rules: every reply needs an ``ANSWER:`` line; a probe answer must be yes or no. Anything
+else aborts.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import ClassVar
+
+from clembench_games.master import GameMaster, Message, prefixed
+
+#: Scenario -> slot -> (question, possible values). Written for this project.
+SCENARIOS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
+    "travel_booking": {
+        "destination": ("Where would you like to travel?", ("Lisbon", "Oslo", "Vienna", "Dublin", "Athens", "Krakow")),
+        "day": ("On which day do you want to leave?", ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")),
+        "class": ("Which travel class do you prefer?", ("economy", "business", "first")),
+        "seat": ("Which seat would you like?", ("window", "aisle", "middle")),
+        "meal": ("Which meal should we order for you?", ("vegetarian", "vegan", "fish", "chicken")),
+    },
+    "restaurant_order": {
+        "starter": ("What would you like as a starter?", ("soup", "salad", "bruschetta", "olives")),
+        "main": ("Which main course would you like?", ("risotto", "curry", "burger", "lasagna", "pancakes")),
+        "drink": ("What would you like to drink?", ("water", "lemonade", "coffee", "tea", "juice")),
+        "dessert": ("Which dessert would you like?", ("sorbet", "brownie", "cheesecake", "fruit")),
+        "table": ("Where would you like to sit?", ("terrace", "window", "bar", "garden")),
+    },
+    "job_offer": {
+        "role": ("Which position are you applying for?", ("designer", "accountant", "nurse", "engineer", "teacher")),
+        "start": ("In which month could you start?", ("March", "April", "June", "September", "November")),
+        "hours": ("Do you want full-time or part-time work?", ("full-time", "part-time")),
+        "office": ("Where would you prefer to work?", ("remote", "office", "hybrid")),
+        "salary": ("Which yearly salary do you expect?", ("40000", "52000", "61000", "75000")),
+    },
+}
+SLOTS_PER_INSTANCE = 3
+
+
+def make_slots(scenario: str, rng: random.Random) -> list[dict[str, str]]:
+    names = rng.sample(sorted(SCENARIOS[scenario]), SLOTS_PER_INSTANCE)
+    return [{"slot": n, "value": rng.choice(SCENARIOS[scenario][n][1])} for n in names]
+
+
+def cohen_kappa(truth: list[bool], answers: list[bool]) -> float:
+    """Agreement beyond chance; 1 for perfect agreement even when only one class occurs."""
+    n = len(truth)
+    observed = sum(t == a for t, a in zip(truth, answers)) / n
+    p_truth, p_ans = sum(truth) / n, sum(answers) / n
+    expected = p_truth * p_ans + (1 - p_truth) * (1 - p_ans)
+    if expected >= 1.0:
+        return 1.0 if observed == 1.0 else 0.0
+    return (observed - expected) / (1 - expected)
+
+
+class PrivateShared(GameMaster):
+    name: ClassVar[str] = "privateshared"
+    seats: ClassVar[tuple[str, ...]] = ("answerer",)
+    rules: ClassVar[dict[str, str]] = {
+        "answerer": (
+            "You are talking to an assistant who helps you with this: {scenario_text}. Your private "
+            "information, which the assistant does not know until you tell it:\n{private}\n"
+            "The assistant asks you one question at a time; answer only what is asked. Now and then "
+            "I ask you aside, without the assistant hearing it, whether the assistant already knows "
+            "something.\n"
+            "Always answer in exactly this format, nothing else:\n"
+            "ANSWER: <your answer>"
+        )
+    }
+
+    def __init__(self, instance: dict):
+        private = "\n".join(f"- {s['slot']}: {s['value']}" for s in instance["slots"])
+        super().__init__({"scenario_text": instance["scenario"].replace("_", " "), "private": private, **instance})
+        self.slots: list[dict[str, str]] = instance["slots"]
+        self.asked = 0  # slots asked and answered so far
+        self.correct: list[bool] = []
+        self.probe_queue: list[int] = []
+        self.probe_truth: list[bool] = []
+        self.probe_answers: list[bool] = []
+
+    def _question(self, i: int) -> str:
+        return "QUESTION: " + SCENARIOS[self.instance["scenario"]][self.slots[i]["slot"]][0]
+
+    def _probe(self, i: int) -> None:
+        self.ask(
+            "answerer",
+            f"(Aside, the assistant does not hear this.) Does the assistant already know your "
+            f"{self.slots[i]['slot']}? Answer with ANSWER: yes or ANSWER: no",
+            memorize=False,
+        )
+
+    def opening(self) -> None:
+        self.ask("answerer", self._question(0))
+
+    def on_reply(self, seat: str, text: str) -> None:
+        answer = prefixed(text, "answer")
+        if answer is None:
+            self.abort("reply has no 'ANSWER:' line")
+            return
+        if self.probe_queue:  # answering a probe
+            said = answer.strip(" .!\"'*").lower()
+            if said not in ("yes", "no"):
+                self.abort(f"probe answer {answer!r} is not yes or no")
+                return
+            slot = self.probe_queue.pop(0)
+            self.probe_truth.append(slot < self.asked)
+            self.probe_answers.append(said == "yes")
+        else:  # answering the questioner
+            self.correct.append(self.slots[self.asked]["value"].lower() in answer.lower())
+            self.asked += 1
+            self.probe_queue = list(range(len(self.slots)))
+        if self.probe_queue:
+            self._probe(self.probe_queue[0])
+        elif self.asked < len(self.slots):
+            self.ask("answerer", self._question(self.asked))
+        elif self.main_score() == 100.0:
+            self.win("every slot and probe right")
+        else:
+            self.lose(f"slot accuracy {self.slot_accuracy():.2f}, kappa {self.kappa():.2f}")
+
+    def slot_accuracy(self) -> float:
+        return sum(self.correct) / len(self.slots)
+
+    def kappa(self) -> float:
+        return max(0.0, cohen_kappa(self.probe_truth, self.probe_answers))
+
+    def main_score(self) -> float:
+        acc, kappa = self.slot_accuracy(), self.kappa()
+        return 0.0 if acc + kappa == 0 else 100.0 * 2 * acc * kappa / (acc + kappa)
+
+    # --- scripted players ---------------------------------------------------------------------
+    def perfect(self, seat: str, messages: list[Message], rng: random.Random) -> str:
+        if self.probe_queue:
+            return f"ANSWER: {'yes' if self.probe_queue[0] < self.asked else 'no'}"
+        return f"ANSWER: {self.slots[self.asked]['value']}"
+
+    def random(self, seat: str, messages: list[Message], rng: random.Random) -> str:
+        if self.probe_queue:
+            return f"ANSWER: {rng.choice(['yes', 'no'])}"
+        return f"ANSWER: {rng.choice(SCENARIOS[self.instance['scenario']][self.slots[self.asked]['slot']][1])}"

@@ -1,0 +1,219 @@
+"""Wordle and its two clembench variants, written from the public rules of the word game.
+
+- ``wordle``: one player finds a secret five-letter word in at most six guesses; after each guess
+  every letter is marked green (right place), yellow (in the word elsewhere) or red (absent, or
+  no more copies). Main Score by the number of guesses a win took: 1-3 -> 100, 4 -> 50, 5 -> 30,
+  6 -> 20; a loss scores 0.
+- ``wordle_withclue``: the same, plus a clue about the word; Main Score 100 / guesses.
+- ``wordle_withcritic``: a second player, the critic, sees the clue and each proposed guess with
+  its explanation and says whether it agrees; the guesser then commits to a final guess for the
+  round (it may keep or change it). Main Score 100 / rounds.
+
+Parse rules: a reply without a ``GUESS:`` line (``AGREEMENT: yes|no`` for the critic), or a guess
+that is not a single word, aborts. A single word of the wrong length or outside the game's
+dictionary is handed back with the reason and does not use up a guess; the third such word in one
+episode aborts.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import ClassVar
+
+from clembench_games.master import GameMaster, Message, prefixed
+from clembench_games.words import five_letter_dictionary
+
+MAX_GUESSES = 6
+MAX_INVALID = 2  # invalid words handed back per episode; one more aborts
+_WORDLE_SCORES = {1: 100, 2: 100, 3: 100, 4: 50, 5: 30, 6: 20}
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+_GUESSER_RULES = (
+    "Let's play Wordle. Find my secret five-letter English word in at most {max_guesses} guesses.\n"
+    "Answer in exactly this format, nothing else:\n"
+    "GUESS: <one five-letter word>\n"
+    "EXPLANATION: <one short sentence>\n"
+    "After every guess I mark each letter: green = right letter in the right place, yellow = in the "
+    "word but elsewhere, red = not in the word (or no more copies of it). A word of the wrong "
+    "length or one my dictionary does not know is handed back and costs no guess, but the third "
+    "such word ends the game."
+)
+
+
+def feedback(guess: str, target: str) -> list[str]:
+    """Colour per letter, with repeated letters handled as in the word game (greens first)."""
+    colours = ["red"] * len(guess)
+    spare: dict[str, int] = {}
+    for i, (g, t) in enumerate(zip(guess, target)):
+        if g == t:
+            colours[i] = "green"
+        else:
+            spare[t] = spare.get(t, 0) + 1
+    for i, g in enumerate(guess):
+        if colours[i] != "green" and spare.get(g, 0) > 0:
+            colours[i] = "yellow"
+            spare[g] -= 1
+    return colours
+
+
+def describe(guess: str, colours: list[str]) -> str:
+    return ", ".join(f"{g} {c}" for g, c in zip(guess, colours))
+
+
+def make_clue(target: str, kind: str, rng: random.Random) -> dict:
+    """A clue the critic can check: the part of speech and one revealed letter."""
+    pos = rng.randrange(len(target))
+    article = "an" if kind[0] in "aeiou" else "a"
+    return {"clue": f"{article} {kind} whose {_ORDINALS[pos]} letter is '{target[pos]}'", "clue_pos": pos}
+
+
+class Wordle(GameMaster):
+    name: ClassVar[str] = "wordle"
+    seats: ClassVar[tuple[str, ...]] = ("guesser",)
+    rules: ClassVar[dict[str, str]] = {"guesser": _GUESSER_RULES}
+
+    def __init__(self, instance: dict):
+        super().__init__({"max_guesses": MAX_GUESSES, **instance})
+        self.target: str = instance["target"]
+        self.guesses: list[str] = []
+        self.invalid = 0
+
+    def opening(self) -> None:
+        self.ask("guesser", "Make your first guess.")
+
+    def main_score(self) -> float:
+        if self.outcome != "success":
+            return 0.0
+        return float(_WORDLE_SCORES[len(self.guesses)])
+
+    # --- parsing shared by the variants -----------------------------------------------------
+    def parse_guess(self, seat: str, text: str) -> str | None:
+        """The guessed word, or None after handing it back / aborting (the reason is recorded)."""
+        raw = prefixed(text, "guess")
+        if raw is None:
+            self.abort("reply has no 'GUESS:' line")
+            return None
+        word = raw.strip(" .!\"'`*").lower()
+        if not word.isalpha() or len(word.split()) != 1:
+            self.abort(f"guess {raw!r} is not a single word")
+            return None
+        problem = None
+        if len(word) != 5:
+            problem = f"'{word}' has {len(word)} letters, not 5"
+        elif word not in five_letter_dictionary():
+            problem = f"'{word}' is not in the game's dictionary"
+        if problem is None:
+            return word
+        self.invalid += 1
+        if self.invalid > MAX_INVALID:
+            self.abort(f"third invalid word: {problem}")
+        else:
+            self.log.append(f"handed back: {problem}")
+            self.ask(seat, f"Invalid guess: {problem}. It costs no guess; try another word in the same format.")
+        return None
+
+    def score_guess(self, word: str) -> str | None:
+        """Apply a committed guess; returns the feedback text, or None when the game ended."""
+        self.guesses.append(word)
+        if word == self.target:
+            self.win(f"found '{word}' in {len(self.guesses)} guesses")
+            return None
+        if len(self.guesses) >= MAX_GUESSES:
+            self.lose(f"no guess left; the word was '{self.target}'")
+            return None
+        left = MAX_GUESSES - len(self.guesses)
+        return f"Feedback: {describe(word, feedback(word, self.target))}. {left} guess{'es' if left > 1 else ''} left."
+
+    def on_reply(self, seat: str, text: str) -> None:
+        word = self.parse_guess(seat, text)
+        if word is not None:
+            note = self.score_guess(word)
+            if note:
+                self.ask("guesser", note + " Make your next guess.")
+
+    # --- scripted players ---------------------------------------------------------------------
+    def perfect(self, seat: str, messages: list[Message], rng: random.Random) -> str:
+        """An oracle (upper bound): it reads the secret word."""
+        return f"GUESS: {self.target}\nEXPLANATION: it is the secret word."
+
+    def random(self, seat: str, messages: list[Message], rng: random.Random) -> str:
+        return f"GUESS: {rng.choice(sorted(five_letter_dictionary()))}\nEXPLANATION: a random word."
+
+
+class WordleWithClue(Wordle):
+    name: ClassVar[str] = "wordle_withclue"
+    rules: ClassVar[dict[str, str]] = {"guesser": _GUESSER_RULES + "\nClue: the word is {clue}."}
+
+    def main_score(self) -> float:
+        return 100.0 / len(self.guesses) if self.outcome == "success" else 0.0
+
+
+_CRITIC_RULES = (
+    "We play Wordle together. Another player tries to find a secret five-letter word in at most "
+    "{max_guesses} guesses; you are the critic. Clue: the word is {clue}. I show you each proposed "
+    "guess with its explanation; tell the guesser whether you agree that it could be the word.\n"
+    "Answer in exactly this format, nothing else:\n"
+    "AGREEMENT: <yes or no>\n"
+    "EXPLANATION: <one short sentence>"
+)
+
+
+class WordleWithCritic(WordleWithClue):
+    name: ClassVar[str] = "wordle_withcritic"
+    seats: ClassVar[tuple[str, ...]] = ("guesser", "critic")
+    rules: ClassVar[dict[str, str]] = {
+        "guesser": WordleWithClue.rules["guesser"]
+        + "\nA critic comments on each guess before you commit to your final guess for the round.",
+        "critic": _CRITIC_RULES,
+    }
+
+    def __init__(self, instance: dict):
+        super().__init__(instance)
+        self.proposal: str | None = None  # the guess the critic is judging
+        self.last_feedback = ""
+
+    def on_reply(self, seat: str, text: str) -> None:
+        if seat == "critic":
+            agreement = prefixed(text, "agreement")
+            verdict = (agreement or "").strip(" .!").lower()
+            if verdict not in ("yes", "no"):
+                self.abort("critic reply has no 'AGREEMENT: yes|no' line")
+                return
+            why = prefixed(text, "explanation") or ""
+            self.ask(
+                "guesser",
+                f"The critic {'agrees' if verdict == 'yes' else 'disagrees'}: {why}\n"
+                "Now give your final guess for this round (keep it or change it), same format.",
+            )
+            return
+        word = self.parse_guess(seat, text)
+        if word is None:
+            return
+        if self.proposal is None:  # first proposal of the round goes to the critic
+            self.proposal = word
+            explanation = prefixed(text, "explanation") or ""
+            self.ask("critic", f"{self.last_feedback}\nProposed guess: {word}\nExplanation: {explanation}".strip())
+            return
+        self.proposal = None
+        note = self.score_guess(word)
+        if note:
+            self.last_feedback = f"Previous guess {word!r}. {note}"
+            self.ask("guesser", note + " Propose your next guess.")
+
+    def consistent(self, word: str) -> bool:
+        """Whether ``word`` fits the clue and all feedback so far (what an ideal critic checks)."""
+        pos = self.instance["clue_pos"]
+        if word[pos] != self.target[pos]:
+            return False
+        return all(feedback(g, word) == feedback(g, self.target) for g in self.guesses)
+
+    def perfect(self, seat: str, messages: list[Message], rng: random.Random) -> str:
+        if seat == "guesser":
+            return super().perfect(seat, messages, rng)
+        ok = self.consistent(self.proposal)
+        return f"AGREEMENT: {'yes' if ok else 'no'}\nEXPLANATION: it {'fits' if ok else 'contradicts'} the clue and feedback."
+
+    def random(self, seat: str, messages: list[Message], rng: random.Random) -> str:
+        if seat == "guesser":
+            return super().random(seat, messages, rng)
+        return f"AGREEMENT: {rng.choice(['yes', 'no'])}\nEXPLANATION: a coin flip."

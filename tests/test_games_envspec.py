@@ -1,0 +1,88 @@
+"""clembench-games as trainers see it: the registered EnvSpec, dataset rows, episodes from rows
+(also after an Arrow round trip), seats, reward components, preflight and transcripts."""
+
+import json
+
+import pytest
+
+from rlplugs.episode import Episode
+from rlplugs.registry import UnknownOptionError, get_environment
+from rlplugs.rewards import Sample
+
+from clembench_games import GAMES
+from clembench_games.transcripts import load_records, save_episode, write_index
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return get_environment("clembench-games", {"train_per_experiment": 2})
+
+
+def test_registered_spec_has_splits_components_eval_protocol_and_sft_set(spec):
+    assert spec.multi_turn and set(spec.datasets) == {"train", "validation", "test"}
+    assert [c.name for c in spec.components] == ["main_score", "played", "success"]
+    assert spec.eval.report_by == ("game",) and spec.eval.success_component == "success"
+    assert spec.eval.temperature == 0.0 and spec.eval.enable_thinking is False
+    sft = spec.sft_dataset("scripted-wins")
+    assert len(sft) > 0 and sft[0]["messages"][-1]["role"] == "assistant"
+
+
+def test_self_play_rows_cover_every_game_and_rebuild_the_same_episode_after_arrow(spec):
+    ds = spec.dataset("validation")
+    assert set(ds.column_names) >= {"game", "experiment", "instance_id", "seed", "seat", "prompt"}
+    assert set(ds["game"]) == set(GAMES)
+    row = next(r for r in ds if r["game"] == "taboo")
+    assert row["seat"] == "all"
+    ep = spec.episodes(row)
+    assert isinstance(ep, Episode) and set(ep.trained_seats) == {"describer", "guesser"}
+    assert ep.observation() == row["prompt"]
+
+
+def test_single_seat_rows_give_each_llm_seat_its_own_row_against_a_scripted_partner():
+    spec = get_environment("clembench-games", {"seats": "single", "games": ["referencegame"]})
+    ds = spec.dataset("test")
+    assert sorted(set(ds["seat"])) == ["follower", "giver"]
+    row = next(r for r in ds if r["seat"] == "follower")
+    ep = spec.episodes(row)
+    assert ep.trained_seats == ("follower",) and ep.current_seat == "follower"
+    assert "Expression: the grid with X exactly at" in row["prompt"][-1]["content"]
+
+
+def test_components_score_finished_episodes_and_aborts_are_real_zeros(spec):
+    row = spec.dataset("validation")[0]
+    won, broken = spec.episodes(row), spec.episodes(row)
+    won.step(f"GUESS: {won.game.target}\nEXPLANATION: x")
+    broken.step("no idea")
+    scores = spec.score([Sample(row["prompt"], "", row, won), Sample(row["prompt"], "", row, broken)])
+    assert {k: s.value for k, s in scores[0].items()} == {"main_score": 1.0, "played": 1.0, "success": 1.0}
+    assert scores[1]["main_score"].value == 0.0 and scores[1]["main_score"].reason == "aborted: reply has no 'GUESS:' line"
+    missing = spec.score([Sample(row["prompt"], "", row, None)])[0]["main_score"]
+    assert missing.value is None and "no episode" in missing.reason  # unscored, not 0
+
+
+def test_preflight_scores_real_scripted_episodes(spec):
+    report = spec.preflight()
+    assert report["main_score"]["scored"] == report["main_score"]["of"] == 2 * len(GAMES)
+    assert max(report["success"]["values"]) == 1.0
+
+
+def test_unknown_options_and_games_fail_with_suggestions():
+    with pytest.raises(UnknownOptionError, match="did you mean 'games'"):
+        get_environment("clembench-games", {"game": ["taboo"]})
+    with pytest.raises(ValueError, match="did you mean 'taboo'"):
+        get_environment("clembench-games", {"games": ["tabo"]})
+
+
+def test_transcripts_round_trip_as_json_with_an_html_page_each_and_an_index(spec, tmp_path):
+    samples = spec.preflight_samples()
+    for i, s in enumerate(samples):
+        save_episode(tmp_path, s.episode.record(), i)
+    records = list(load_records(tmp_path))
+    assert len(records) == len(samples)
+    assert json.loads(json.dumps(records[0])) == records[0]
+    index = write_index(tmp_path)
+    page = index.read_text()
+    assert "clemscore" in page and page.count("<li>") == len(samples)
+    html = next(p for p in tmp_path.rglob("*.html") if p.name != "index.html").read_text()
+    assert "GM →" in html and "</html>" in html
+    assert json.loads((tmp_path / "scores.json").read_text())["games"].keys() == set(GAMES)
