@@ -1,0 +1,111 @@
+"""Registration of ``factorio-build``: rows, prompt, scorer and tools assembled into an EnvSpec.
+
+Single-turn: the model answers each row's prompt with one program; :class:`ProgramScorer` runs
+it once through the sandbox pool on every scene of the row and returns both reward components.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import rlplugs
+from rlplugs.envspec import EnvSpec, EvalProtocol
+from rlplugs.registry import Registration
+from rlplugs.rewards import RewardComponent, Sample
+from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+
+from factorio_build import pictures, prompt, reference, rows, sft
+from factorio_build.config import FactorioBuildConfig
+from factorio_build.scoring import ProgramScorer
+
+EVAL = EvalProtocol(
+    splits=("validation", "holdout"),
+    rows=16,
+    samples_per_row=4,
+    temperature=0.6,
+    enable_thinking=False,
+    max_new_tokens=12288,
+    report_by=("family",),
+    success_component="success",
+)
+
+
+def dataset_rows(config: FactorioBuildConfig, split: str) -> list[dict]:
+    """A split's rows as dataset records (``prompt`` in chat format plus what the scorer reads)."""
+    count = config.rows if split == "train" else config.eval_rows
+    messages = prompt.messages(config.task, config.n_scenes)
+    return [
+        {
+            "prompt": messages,
+            "task": r.task,
+            "split": r.split,
+            "family": r.family,
+            "seeds": list(r.seeds),
+            "row_id": r.row_id,
+            "digest": r.digest,
+        }
+        for r in rows.draw_rows(config.task, split, count, config.n_scenes, config.seed)
+    ]
+
+
+def _dataset(config: FactorioBuildConfig, split: str):
+    from datasets import Dataset
+
+    return Dataset.from_list(dataset_rows(config, split))
+
+
+def _component(scorer: ProgramScorer, name: str, weight: float, description: str) -> RewardComponent:
+    """A component usable on its own (one sample at a time); the batch scorer covers both at once."""
+
+    def score_one(sample: Sample):
+        return scorer.score_batch([sample])[0][name]
+
+    return RewardComponent(name, score_one, weight=weight, description=description)
+
+
+def build_env(config: FactorioBuildConfig | None = None) -> EnvSpec:
+    config = config or FactorioBuildConfig()
+    scorer = ProgramScorer(config)
+    solvable = config.task in reference.SOLVES
+
+    def preflight_samples() -> list[Sample]:
+        completion = reference.as_completion(reference.program())
+        return [
+            Sample(prompt=row["prompt"], completion=completion, row=row)
+            for split in ("train", "holdout")
+            for row in dataset_rows(config.model_copy(update={"rows": 1, "eval_rows": 1}), split)
+        ]
+
+    return EnvSpec(
+        name="factorio-build",
+        description=f"Write one Python program that solves {config.task} on {config.n_scenes} unseen factory-sim scenes.",
+        datasets={split: functools.partial(_dataset, config, split) for split in rows.SPLITS},
+        components=[
+            _component(scorer, "success", 1.0, "fraction of the row's scenes where the build verified"),
+            _component(scorer, "validity", 0.1, "1 sandbox-valid, 0 no code/crash/timeout, -1 refused or killed"),
+        ],
+        preflight_samples=preflight_samples,
+        scorer=scorer,
+        eval=EVAL,
+        trainer_defaults={"chat_template_kwargs": {"enable_thinking": False}},
+        model_defaults={"lora_target_modules": list(QWEN35_LORA_TARGETS), "lora_r": 16, "lora_alpha": 32},
+        sft_datasets={
+            name: functools.partial(sft.sft_dataset, config, size) for name, size in sft.WARMSTART_SETS.items()
+        }
+        if solvable
+        else {},
+        reference_policy=reference.reference_policy if solvable else None,
+        render=functools.partial(pictures.render, scorer=scorer),
+    )
+
+
+@rlplugs.hookimpl
+def rlplugs_register_environments() -> list[Registration]:
+    return [
+        Registration(
+            name="factorio-build",
+            factory=build_env,
+            summary="one Python program per row builds a smelting line on 8 unseen factory-sim scenes (sandboxed)",
+            config=FactorioBuildConfig,
+        )
+    ]
