@@ -11,9 +11,10 @@ with the trainer's current model.
 the environment's replies rendered with the chat template, and the model always generates its
 next turn from exactly that sequence. So the training sequence is what the model saw, even for
 chat templates that re-render history differently (Qwen's drop earlier ``<think>`` blocks).
-``max_completion_length`` caps the whole multi-turn completion, as in TRL's own tool loop; an
-episode whose trained seat runs out of budget stops and is scored as it stands (components
-decide whether an unfinished episode is unscorable).
+``max_completion_length`` caps the whole multi-turn completion, as in TRL's own tool loop, and
+``generation_kwargs={"max_new_tokens": N}`` caps one turn; an episode whose trained seat runs out
+of budget stops and is scored as it stands (components decide whether an unfinished episode is
+unscorable).
 
 Seats other than the trained one (opponents in a game) are played by the same model (self-play).
 The finished episodes reach the reward functions as the ``episode`` column (``Sample.episode``).
@@ -96,6 +97,8 @@ class EpisodeRollout:
         self.max_turns = max_turns
         self.render = ChatRenderer(trainer.processing_class, trainer.chat_template_kwargs)
         self.budget = trainer.max_completion_length
+        # ``generation_kwargs={"max_new_tokens": N}`` limits each turn; by default a turn may use the whole budget
+        self.turn_limit = trainer.generation_config.max_new_tokens or self.budget
         self.eos_ids = set(trainer.eos_token_ids)
 
     def run(self, prompts: list[Any]) -> dict[str, list[Any]]:
@@ -115,29 +118,33 @@ class EpisodeRollout:
         return self._output(episodes, records)
 
     def _play_round(self, pending: list[int], episodes: list[Episode], records: list[_SeatRecord]) -> None:
-        contexts, budgets, active = [], [], []
+        contexts, limits, active = [], [], []
         for i in pending:
             ep, rec = episodes[i], records[i]
             if ep.current_seat == rec.seat:
                 ids = self._extend_record(rec, ep.observation())
-                budget = self.budget - len(rec.completion_ids)
-                if budget <= 0:
+                left = self.budget - len(rec.completion_ids)
+                if left <= 0:
                     rec.stopped = True
                     continue
             else:
-                ids, budget = self.render.ids(ep.observation()), self.budget
+                ids, left = self.render.ids(ep.observation()), self.budget
             contexts.append(ids)
-            budgets.append(budget)
+            limits.append(min(left, self.turn_limit))
             active.append(i)
         if not active:
             return
-        for i, new_ids in zip(active, self._generate(contexts, budgets)):
+        for i, new_ids in zip(active, self._generate(contexts, limits)):
             ep, rec = episodes[i], records[i]
             if ep.current_seat == rec.seat:
                 rec.completion_ids += new_ids
                 rec.env_mask += [1] * len(new_ids)
                 if not new_ids or new_ids[-1] not in self.eos_ids:
-                    rec.stopped = True  # out of budget mid-turn: the record cannot continue cleanly
+                    if len(rec.completion_ids) >= self.budget:
+                        rec.stopped = True  # the whole multi-turn budget is spent
+                    else:  # cut by the per-turn limit: close the turn as the template would, outside the loss
+                        rec.completion_ids.append(self.render.tokenizer.eos_token_id)
+                        rec.env_mask.append(0)
             text = self.render.tokenizer.decode(new_ids, skip_special_tokens=True)
             try:
                 ep.step(text)
@@ -162,7 +169,7 @@ class EpisodeRollout:
         rec.messages_seen = len(observation)
         return rec.prompt_ids + rec.completion_ids
 
-    def _generate(self, contexts: list[list[int]], budgets: list[int]) -> list[list[int]]:
+    def _generate(self, contexts: list[list[int]], limits: list[int]) -> list[list[int]]:
         """One batched, left-padded ``generate``; each row cut at its first eos and its budget."""
         from trl.models import unwrap_model_for_generation
 
@@ -174,7 +181,7 @@ class EpisodeRollout:
             [[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=t.accelerator.device
         )
         config = copy.deepcopy(t.generation_config)
-        config.max_new_tokens = max(budgets)
+        config.max_new_tokens = max(limits)
         with (
             unwrap_model_for_generation(
                 t.model_wrapped,
@@ -187,8 +194,8 @@ class EpisodeRollout:
         ):
             out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
         results = []
-        for row, budget in zip(out[:, width:].tolist(), budgets):
-            row = row[:budget]
+        for row, limit in zip(out[:, width:].tolist(), limits):
+            row = row[:limit]
             end = next((k for k, tok in enumerate(row) if tok in self.eos_ids), None)
             results.append(row[: end + 1] if end is not None else row)
         return results

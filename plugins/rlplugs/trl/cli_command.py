@@ -1,0 +1,49 @@
+"""The ``trl grpo``/``trl sft`` command as extended by rlplugs' startup hook.
+
+A superset of TRL's ``TrainingCommand``: with no environment named it *is* the stock command
+(same parser, same launch, byte-for-byte the same behaviour); with ``--env NAME`` on the command
+line or ``environment:`` in the ``--config`` YAML it launches rlplugs' script through
+:func:`rlplugs.trl.launch.run_training`. ``--help`` shows the superset parser, so ``--env`` is
+discoverable from ``trl grpo --help``.
+"""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from trl.cli.commands.base import CommandContext
+from trl.cli.commands.training import TrainingCommand
+
+ENV_FLAGS = ("--env", "--environment")
+
+
+def names_environment(argv: list[str]) -> bool:
+    """Whether the arguments choose an rlplugs environment (CLI flag or YAML ``environment:`` key)."""
+    if any(a in ENV_FLAGS or a.startswith(tuple(f + "=" for f in ENV_FLAGS)) for a in argv):
+        return True
+    if "--config" in argv and argv.index("--config") + 1 < len(argv):
+        import yaml
+
+        try:
+            with open(argv[argv.index("--config") + 1]) as f:
+                config = yaml.safe_load(f)
+        except OSError:
+            return False  # the stock command reports the missing file
+        return isinstance(config, dict) and bool(config.get("environment"))
+    return False
+
+
+class EnvTrainingCommand(TrainingCommand):
+    """``trl <name>`` that also accepts ``--env NAME``."""
+
+    def run(self, args: Namespace, context: CommandContext) -> int:
+        argv = context.argv_after(self.name)
+        if "-h" in argv or "--help" in argv:
+            from rlplugs.trl.launch import SCRIPTS
+
+            SCRIPTS[self.name][1](prog=f"trl {self.name}").parse_args(["--help"])
+        if not names_environment(argv):
+            return super().run(args, context)
+        from rlplugs.trl.launch import run_training
+
+        return run_training(self.name, argv, prog=f"trl {self.name}")
