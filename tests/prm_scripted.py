@@ -1,0 +1,18 @@
+"""A scripted batch policy for PRM tests: sample ``j`` of every conversation is ``texts[j % len]``.
+
+It lets a test know exactly which candidate styles the guidance and the labeller see, so the
+real parts under test (Monte-Carlo labelling, a really trained PRM, the search) can be checked
+against exact expected outcomes.
+"""
+
+from __future__ import annotations
+
+
+class ScriptedPolicy:
+    def __init__(self, texts: list[str]):
+        self.texts = texts
+        self.calls: list[tuple[int, int]] = []  # (conversations, n) of every generate() call
+
+    def generate(self, conversations, n=1):
+        self.calls.append((len(conversations), n))
+        return [[self.texts[j % len(self.texts)] for j in range(n)] for _ in conversations]

@@ -1,0 +1,150 @@
+"""PRM training and guidance end to end on the tiny Qwen3.5: a PRM really trained on Monte-Carlo
+labels from count-test ranks candidates by what its labels favoured, best-of-n and beam search
+play accordingly, and flipping the labels flips the choices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prm_scripted import ScriptedPolicy
+
+from rlplugs.prm.guidance import BeamSearch, BestOfN, GuidedEpisode
+from rlplugs.prm.labels import monte_carlo_labels, save_rows
+from rlplugs.prm.model import PRMScorer, load_prm, save_prm
+from rlplugs.prm.train import PRMTrainConfig, train_prm
+from rlplugs.registry import UnknownOptionError, get_environment, get_registry
+
+DIGITS = {"digits": 1.0}
+
+
+@pytest.fixture(scope="module")
+def env():
+    return get_environment("count-test", {"rows": 4, "turns": 3})
+
+
+@pytest.fixture(scope="module")
+def rows(env):
+    """MC labels where a "7" turn is worth 1.0 and a "seven" turn 2/3 (see test_prm_labels)."""
+    return monte_carlo_labels([env.episodes(r) for r in env.dataset("train")], ScriptedPolicy(["7", "seven"]), DIGITS,
+                              k=1, candidates=2)  # fmt: skip
+
+
+def _train(rows, tmp_path_factory, tiny_qwen35, name, **options):
+    data = save_rows(rows, tmp_path_factory.mktemp(name) / "rows.jsonl")
+    config = PRMTrainConfig(data=str(data), model=str(tiny_qwen35), out=str(data.parent / "prm"),
+                            learning_rate=1e-3, epochs=3, batch_size=8, max_length=256, **options)  # fmt: skip
+    return train_prm(config)
+
+
+@pytest.fixture(scope="module")
+def digit_prm(rows, tmp_path_factory, tiny_qwen35):
+    return _train(rows, tmp_path_factory, tiny_qwen35, "digits")
+
+
+@pytest.fixture(scope="module")
+def word_prm(rows, tmp_path_factory, tiny_qwen35):
+    flipped = [{**r, "label": 1.0 - r["label"]} for r in rows]  # now "seven" is the better turn
+    return _train(flipped, tmp_path_factory, tiny_qwen35, "words")
+
+
+def test_trained_prm_ranks_candidates_as_its_labels_did_and_flips_with_them(env, digit_prm, word_prm):
+    context = env.episodes({"start": 555}).observation()  # a start number never seen in training
+    digit = PRMScorer(digit_prm).score([context, context], ["7", "seven"])
+    word = PRMScorer(word_prm).score([context, context], ["7", "seven"])
+    assert digit[0] > digit[1]
+    assert word[1] > word[0]
+    summary = json.loads((digit_prm / "prm_training.json").read_text())
+    assert summary["rows"] == 24 and summary["steps"] == 9
+
+
+@pytest.mark.parametrize(("prm", "expected", "digits"), [("digit_prm", "7", 1.0), ("word_prm", "seven", 0.0)])
+def test_best_of_n_plays_the_candidate_the_prm_prefers(env, request, prm, expected, digits):
+    policy = ScriptedPolicy(["seven", "7"])  # "seven" is the first sample, so choosing is visible
+    guidance = BestOfN(PRMScorer(request.getfixturevalue(prm)), n=2, temperature=None)
+    played = guidance.play(env.episodes({"start": 300}), policy)
+    assert isinstance(played, GuidedEpisode) and played.done
+    turns = played.record()["guidance"]["turns"]
+    assert [t["candidates"][t["chosen"]] for t in turns] == [expected] * 3
+    assert all(max(t["scores"]) == t["scores"][t["chosen"]] and len(t["scores"]) == 2 for t in turns)
+    assert played.scores()["digits"].value == digits
+    assert policy.calls == [(1, 2)] * 3  # one batched call of n=2 candidates per learner turn
+
+
+def test_best_of_n_batches_several_episodes_per_round(env, digit_prm):
+    policy = ScriptedPolicy(["seven", "7"])
+    played = BestOfN(PRMScorer(digit_prm), n=2, temperature=None).play_all(
+        [env.episodes({"start": s}) for s in (1, 2, 3)], policy
+    )
+    assert all(p.scores()["digits"].value == 1.0 for p in played)
+    assert policy.calls == [(3, 2)] * 3
+
+
+def test_beam_search_follows_the_prm_and_finishes_the_game(env, digit_prm, word_prm):
+    start = env.episodes({"start": 300})
+    for prm, expected in ((digit_prm, "7"), (word_prm, "seven")):
+        beam = BeamSearch(PRMScorer(prm), beam_width=2, n=2, iterations=2, temperature=None)
+        played = beam.play(start, ScriptedPolicy(["seven", "7"]))
+        trace = played.record()["guidance"]
+        assert played.done and [t["candidate"] for t in trace["turns"]] == [expected, expected]
+        assert [e["scored"] for e in trace["expansions"]] == [2, 4]  # 1 beam x 2, then 2 beams x 2
+        assert all(len(e["kept"]) == 2 for e in trace["expansions"])
+    assert not start.done  # beams are clones; the caller's episode is untouched
+
+
+def test_guidance_with_the_tiny_model_samples_n_candidates_per_turn(env, digit_prm, tiny_qwen35):
+    from rlplugs.policies import HFPolicy
+
+    policy = HFPolicy(tiny_qwen35, temperature=0.0, max_new_tokens=6, seed=0)
+    played = BestOfN(PRMScorer(digit_prm), n=3, temperature=1.0).play(env.episodes({"start": 9}), policy)
+    turns = played.record()["guidance"]["turns"]
+    assert len(turns) == 3 and all(len(t["candidates"]) == len(t["scores"]) == 3 for t in turns)
+    assert policy.temperature == 0.0  # candidates came from a sampling copy; the policy is unchanged
+    beam = BeamSearch(PRMScorer(digit_prm), beam_width=2, n=2, iterations=1, temperature=1.0)
+    assert beam.play(env.episodes({"start": 9}), policy).done
+
+
+def test_guidance_registrations_build_from_strict_options(digit_prm):
+    registry = get_registry()
+    best = registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "n": 3, "device": "cpu"})
+    assert isinstance(best, BestOfN) and best.n == 3
+    beam = registry.get("guidance", "beam").build({"prm": str(digit_prm), "beam_width": 3, "iterations": 2})
+    assert isinstance(beam, BeamSearch) and (beam.beam_width, beam.iterations) == (3, 2)
+    with pytest.raises(UnknownOptionError, match="beam_width"):
+        registry.get("guidance", "beam").build({"prm": str(digit_prm), "beam_widht": 3})
+    with pytest.raises(UnknownOptionError, match="beam_width"):
+        registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "beam_width": 3})
+    with pytest.raises(FileNotFoundError, match="not a directory"):
+        registry.get("guidance", "best-of-n").build({"prm": "/nonexistent/prm"})
+
+
+def test_lora_prm_saves_as_adapter_and_merged_with_the_same_scores(env, rows, tmp_path_factory, tiny_qwen35):
+    adapter_dir = _train(rows, tmp_path_factory, tiny_qwen35, "lora", lora=True, lora_r=4, keep_adapter=True,
+                         max_steps=2)  # fmt: skip
+    assert (adapter_dir / "adapter_config.json").exists()
+    model, tokenizer = load_prm(adapter_dir)
+    merged_dir = save_prm(model, tokenizer, adapter_dir.parent / "merged")
+    assert not (merged_dir / "adapter_config.json").exists()
+    context = env.episodes({"start": 5}).observation()
+    from_adapter = PRMScorer(adapter_dir).score([context] * 2, ["7", "seven"])
+    from_merged = PRMScorer(merged_dir).score([context] * 2, ["7", "seven"])
+    assert from_adapter == pytest.approx(from_merged, abs=1e-4)
+
+
+def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35, plugin_env, monkeypatch):
+    from rlplugs.cli import main
+
+    rows_file = tmp_path / "rows.jsonl"
+    assert main(["prm", "label", "--env", "count-test", "--env_args", '{"rows": 2}', "--model", str(tiny_qwen35),
+                 "--method", "outcome", "--rows", "2", "--max_new_tokens", "4", "--out", str(rows_file)]) == 0  # fmt: skip
+    labelled = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert len(labelled) == 2 * 3 and {r["meta"]["env"] for r in labelled} == {"count-test"}
+    assert main(["prm", "train", "--data", str(rows_file), "--model", str(tiny_qwen35), "--out", str(tmp_path / "prm"),
+                 "--max_steps", "1", "--batch_size", "2", "--lora", "--lora_r", "2"]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "prm" / "prm_training.json").read_text())["steps"] == 1
+    out = tmp_path / "eval"
+    assert main(["eval", "--env", "count-test", "--model", str(tiny_qwen35), "--rows", "1", "--samples", "1",
+                 "--max_new_tokens", "4", "--guidance", "best-of-n", "--n", "2", "--prm", str(tmp_path / "prm"),
+                 "--out", str(out)]) == 0  # fmt: skip
+    text = "\n".join(p.read_text() for p in out.rglob("*.json*"))
+    assert '"strategy": "best-of-n"' in text and '"scores"' in text
