@@ -1,0 +1,391 @@
+"""verifiers v1 classes built from an :class:`~rlplugs.envspec.EnvSpec` (prime-rl and ``vf-eval``).
+
+verifiers finds a taskset by importing the module named after its id (``factorio-build`` ->
+``factorio_build``) and taking the one ``Taskset`` subclass in its ``__all__`` (plus an ``Env``
+and a ``Harness`` if exported). An rlplugs environment package serves those names lazily, so
+importing it never needs verifiers (installed only with the ``verifiers`` extra)::
+
+    __all__ = ["FactorioBuildTaskset", "FactorioBuildHarness"]   # + "FactorioBuildEnv" if multi-turn
+
+    def __getattr__(name):  # verifiers classes are built on first use
+        from rlplugs.verifiers_bridge import verifiers_export
+        return verifiers_export("factorio-build", name)
+
+What the classes do:
+
+- **Taskset** (``<Name>Taskset``): its config is ``vf.TasksetConfig`` plus the env's own options
+  and ``split``, so ``[env.taskset] id = "factorio-build", rows = 64, split = "train"`` in TOML
+  validates against the env's StrictConfig. Each dataset row becomes one task; the row rides on
+  the task data (with the env options) so an env-server rebuilds scoring from the wire alone.
+- **Task**: one ``async @vf.reward`` method per (non-group) reward component, named after it and
+  weighted by its weight, so ``[env.taskset.task.rewards] brevity = { weight = 0.1 }`` reweights
+  a component from TOML. All components are computed once per trace through
+  :meth:`EnvSpec.ascore <rlplugs.envspec.EnvSpec.ascore>`.
+- **Env** (``<Name>Env``): multi-turn envs, and single-turn envs with group components. Seats
+  are agents: ``agent`` plays every trained seat (self-play when all seats are trained),
+  ``opponent`` the others (its traces are not trainable). ``n`` sibling attempts per episode
+  (BestOfN-style) let group components (diversity, ...) compare siblings; with prime-rl's
+  ``group_size = 1`` the siblings are the GRPO group.
+- **Harness** (``<Name>Harness``): verifiers' ``null`` chat loop, started with this Python when
+  the runtime is the local ``subprocess`` one and the chat program's packages are installed
+  here, instead of bootstrapping ``uv`` and downloading them; remote runtimes behave as ``null``.
+
+**Unscored rewards.** verifiers v1 reads ``trace.rewards[name] = None`` as "scoring didn't
+run" and sums only the recorded rewards, and a reward method that raises fails the whole trace
+(``task_error``, excluded from training). rlplugs maps its rule onto that: an unscored component
+stays ``None`` on the trace with its reason in ``trace.info["unscored"]`` (the other components
+still count, as TRL's NaN-excluding sum does); a trace on which *no* component could be scored
+raises, so it is an errored rollout rather than a reward of 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import functools
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import verifiers.v1 as vf
+from pydantic import Field, create_model, model_validator
+from verifiers.v1.harnesses.null import NullHarness
+from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
+
+from rlplugs.envspec import EnvSpec
+from rlplugs.registry import closest, get_environment, get_registry
+from rlplugs.rewards import Sample, Score, Unscorable
+
+# --- names and specs ------------------------------------------------------------------------
+
+
+def class_prefix(env_name: str) -> str:
+    """``factorio-build`` -> ``FactorioBuild`` (the prefix of every exported class name)."""
+    return "".join(part.capitalize() for part in env_name.replace("_", "-").split("-") if part)
+
+
+@functools.cache
+def _spec(env_name: str, options_json: str) -> EnvSpec:
+    import json
+
+    return get_environment(env_name, json.loads(options_json))
+
+
+def spec_for(env_name: str, options: dict[str, Any]) -> EnvSpec:
+    """The EnvSpec for these options, built once per process (scoring runs per trace)."""
+    import json
+
+    return _spec(env_name, json.dumps(options, sort_keys=True, default=str))
+
+
+def split_system(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Chat messages as verifiers wants them: system text apart, the rest as the prompt."""
+    system = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    rest = [m for m in messages if m.get("role") != "system"]
+    return (system or None), rest
+
+
+class RowData(vf.TaskData):
+    """One dataset row, with what rebuilds its EnvSpec on any worker."""
+
+    env: str
+    split: str
+    env_options: dict[str, Any] = Field(default_factory=dict)
+    row: dict[str, Any] = Field(default_factory=dict)
+
+
+def _sample(data: RowData, completion: str, episode: Any = None, group: int | None = None, seat: str | None = None) -> Sample:
+    row = dict(data.row) if seat is None else {**data.row, "seat": seat}
+    return Sample(prompt=data.row.get("prompt"), completion=completion, row=row, episode=episode, group=group)
+
+
+def record_scores(trace: vf.Trace, scores: dict[str, Score], weights: dict[str, float]) -> None:
+    """Put one sample's component scores on its trace; unscored ones stay ``None`` with a reason."""
+    for name, score in scores.items():
+        if score.scored:
+            trace.record_reward(name, score.value, weights.get(name, 1.0))
+        else:
+            trace.rewards[name] = None
+            trace.info.setdefault("unscored", {})[name] = score.reason
+
+
+def _require_some_score(trace: vf.Trace, env_name: str) -> None:
+    if not any(r is not None for r in trace.rewards.values()):
+        reasons = "; ".join(f"{k}: {v}" for k, v in trace.info.get("unscored", {}).items())
+        raise Unscorable(f"env '{env_name}': no reward component could be scored ({reasons})")
+
+
+# --- task -----------------------------------------------------------------------------------
+
+
+class RowTask(vf.Task[RowData, vf.State, vf.TaskConfig]):
+    """Scores a single-turn completion with the env's components (see module doc)."""
+
+    _scores: dict[str, dict[str, Score]]
+
+    async def score(self, trace: vf.Trace, runtime: Any = None) -> None:
+        data = self.data
+        spec = spec_for(data.env, data.env_options)
+        if spec.multi_turn:  # the env's run() scores whole episodes
+            return await super().score(trace, runtime)
+        cache = self.__dict__.setdefault("_scores", {})
+        own = [c for c in spec.components if not c.group]
+        cache[trace.id] = (await spec.ascore([_sample(data, trace.last_reply)]))[0] if own else {}
+        try:
+            await super().score(trace, runtime)  # the decorated/plugged rewards read the cache
+        finally:
+            scores = cache.pop(trace.id)
+        record_scores(trace, {n: s for n, s in scores.items() if not s.scored}, spec.weights)
+        if own and not any(c.group for c in spec.components):
+            _require_some_score(trace, data.env)
+
+
+def _component_reward(name: str, weight: float):
+    async def reward(self: RowTask, trace: vf.Trace) -> float | dict:
+        score = self._scores[trace.id][name]
+        return score.value if score.scored else {}  # {} records nothing; score() marks it unscored
+
+    reward.__name__ = reward.__qualname__ = name
+    return vf.reward(reward, weight=weight)
+
+
+def _task_class(env_name: str, spec: EnvSpec) -> type[RowTask]:
+    methods = {} if spec.multi_turn else {c.name: _component_reward(c.name, c.weight) for c in spec.components if not c.group}
+    return type(f"{class_prefix(env_name)}Task", (RowTask,), {"__module__": __name__, **methods})
+
+
+# --- taskset --------------------------------------------------------------------------------
+
+
+class EnvOptionsConfig(vf.TasksetConfig):
+    """``vf.TasksetConfig`` plus an env's options: unknown keys fail with suggestions."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [k for k in data if k not in cls.model_fields]
+            if unknown:
+                hints = {k: closest(k, cls.model_fields) for k in unknown}
+                raise ValueError(
+                    "unknown env.taskset option(s) "
+                    + ", ".join(f"'{k}'" + (f" (did you mean {' or '.join(map(repr, h))}?)" if h else "") for k, h in hints.items())
+                    + f". Valid: {', '.join(sorted(cls.model_fields))}"
+                )
+        return data
+
+
+class RowTaskset(vf.Taskset):
+    """Yields one task per dataset row of the configured split."""
+
+    ENV_NAME: str = ""
+    TASK_CLASS: type[RowTask] = RowTask
+
+    def env_options(self) -> dict[str, Any]:
+        reserved = set(vf.TasksetConfig.model_fields) | {"split"}
+        return {k: v for k, v in self.config.model_dump(mode="json").items() if k not in reserved}
+
+    def split(self, spec: EnvSpec) -> str:
+        wanted = self.config.split or ("train" if "train" in spec.datasets else next(iter(spec.datasets)))
+        if wanted not in spec.datasets:
+            raise ValueError(f"env '{spec.name}' has no split '{wanted}'; splits: {', '.join(spec.datasets)}")
+        return wanted
+
+    def load(self) -> Iterator[RowTask]:
+        options = self.env_options()
+        spec = spec_for(self.ENV_NAME, options)
+        split = self.split(spec)
+        for i, row in enumerate(spec.dataset(split)):
+            row = dict(row)
+            system, prompt = split_system(list(row.get("prompt") or []))
+            data = RowData(
+                name=f"{self.ENV_NAME}/{split}#{i}", prompt=prompt or None, system_prompt=system,
+                env=self.ENV_NAME, split=split, env_options=options, row=row,
+            )
+            yield self.TASK_CLASS(data, self.config.task)
+
+
+@functools.cache
+def taskset_class(env_name: str) -> type[vf.Taskset]:
+    """The ``vf.Taskset`` subclass for registered env ``env_name`` (config = env options + split)."""
+    registration = get_registry().get("environment", env_name)
+    spec = get_environment(env_name)
+    prefix = class_prefix(env_name)
+    env_fields: dict[str, Any] = {}
+    if registration.config is not None:
+        for name, field in registration.config.model_fields.items():
+            if name in vf.TasksetConfig.model_fields or name == "split":
+                raise ValueError(f"env '{env_name}' option '{name}' collides with verifiers' taskset config key")
+            env_fields[name] = (field.annotation, field)
+    config = create_model(
+        f"{prefix}TasksetConfig",
+        __base__=EnvOptionsConfig,
+        __module__=__name__,
+        split=(str | None, Field(None, description=f"dataset split (default 'train'); one of {', '.join(spec.datasets)}")),
+        **env_fields,
+    )
+    task = _task_class(env_name, spec)
+    body = {"__module__": __name__, "ENV_NAME": env_name, "TASK_CLASS": task, "__doc__": spec.description}
+    return types.new_class(f"{prefix}Taskset", (RowTaskset, vf.Taskset[task, config]), exec_body=lambda ns: ns.update(body))
+
+
+# --- env ------------------------------------------------------------------------------------
+
+
+class EpisodeEnv(vf.Env):
+    """Plays an rlplugs env's episodes with verifiers agents as seats (see module doc)."""
+
+    ENV_NAME: str = ""
+
+    async def setup(self, agents: vf.Agents) -> None:
+        if hasattr(self.config, "opponent"):
+            agents.opponent.trainable = False
+
+    async def run(self, task: vf.Task, agents: vf.Agents) -> None:
+        data: RowData = task.data
+        spec = spec_for(data.env, data.env_options)
+        attempts = range(self.config.n)
+        if not spec.multi_turn:
+            await asyncio.gather(*(agents.agent.run(task) for _ in attempts))
+            return
+        played = await asyncio.gather(*(self.play(task, agents, spec) for _ in attempts))
+        samples, traces = [], []
+        for episode, seat_traces in played:
+            for seat, trace in seat_traces.items():
+                if seat in episode.trained_seats:
+                    replies = [m for m in episode.transcript(seat) if m.get("role") == "assistant"]
+                    samples.append(_sample(data, str(replies[-1].get("content", "")) if replies else "", episode, 0, seat))
+                    traces.append(trace)
+        for trace, scores in zip(traces, await spec.ascore(samples)):
+            record_scores(trace, scores, spec.weights)
+        for trace in traces:
+            _require_some_score(trace, data.env)
+
+    async def play(self, task: vf.Task, agents: vf.Agents, spec: EnvSpec) -> tuple[Any, dict[str, vf.Trace]]:
+        """One episode: each seat's first turn opens its interaction with the seat's opening
+        observation as the prompt; later turns send only the messages new since its reply."""
+        episode = spec.episodes(dict(task.data.row))
+        interactions: dict[str, vf.Interaction] = {}
+        seen: dict[str, int] = {}
+        async with contextlib.AsyncExitStack() as stack:
+            for _ in range(self.config.max_turns):
+                if episode.done:
+                    break
+                seat = episode.current_seat
+                observation = episode.observation()
+                if seat not in interactions:
+                    system, prompt = split_system(observation)
+                    agent = agents.agent if seat in episode.trained_seats else agents.opponent
+                    seat_task = copy.copy(task)  # the seat's own opening, validated as task data
+                    seat_task.data = task.data.model_validate({**task.data.model_dump(), "prompt": prompt, "system_prompt": system})
+                    interactions[seat] = await stack.enter_async_context(agent.interaction(seat_task))
+                    segment = await interactions[seat].turn()
+                else:
+                    new = [m for m in observation[seen[seat]:] if m.get("role") != "system"]
+                    if not new:
+                        raise RuntimeError(f"env '{spec.name}': seat '{seat}' got no new message before its turn")
+                    segment = await interactions[seat].turn(new)
+                if segment.terminated:
+                    raise RuntimeError(f"seat '{seat}' stopped (turn or token limit) before the episode ended")
+                episode.step(segment.last_reply)
+                seen[seat] = len(observation) + 1
+            else:
+                if not episode.done:
+                    raise RuntimeError(f"episode did not end within max_turns={self.config.max_turns}")
+        return episode, {seat: i.trace for seat, i in interactions.items()}
+
+    async def finalize(self, task: vf.Task, episode: vf.Episode) -> None:
+        """Group components of single-turn envs, over the sibling attempts of this episode."""
+        data: RowData = task.data
+        spec = spec_for(data.env, data.env_options)
+        group = [c for c in spec.components if c.group]
+        if spec.multi_turn or not group:
+            return
+        traces = [t for t in episode.traces if t.ok]
+        results = await spec.ascore([_sample(data, t.last_reply, group=0) for t in traces])
+        for trace, scores in zip(traces, results):
+            record_scores(trace, {c.name: scores[c.name] for c in group}, spec.weights)
+            _require_some_score(trace, data.env)
+
+
+@functools.cache
+def env_class(env_name: str) -> type[vf.Env]:
+    """The ``vf.Env`` subclass for ``env_name``: seats as agents, ``n`` sibling attempts."""
+    spec = get_environment(env_name)
+    prefix = class_prefix(env_name)
+    # Seats default to the local subprocess runtime: the chat loop executes nothing, so a remote
+    # sandbox (verifiers' default) would only add a tunnel and a Prime login.
+    seat = vf.AgentConfig(runtime=SubprocessConfig())
+    fields: dict[str, Any] = {
+        "agent": (vf.AgentConfig, seat),
+        "n": (int, Field(1, ge=1, description="sibling attempts per episode (group components compare them)")),
+        "max_turns": (int, Field(100, ge=1, description="turn cap per episode (all seats together)")),
+    }
+    if spec.multi_turn:
+        fields["opponent"] = (vf.AgentConfig, seat.model_copy())
+    config = create_model(f"{prefix}EnvConfig", __base__=vf.EnvConfig, __module__=__name__, **fields)
+    body = {"__module__": __name__, "ENV_NAME": env_name}
+    return types.new_class(f"{prefix}Env", (EpisodeEnv, vf.Env[config]), exec_body=lambda ns: ns.update(body))
+
+
+# --- harness --------------------------------------------------------------------------------
+
+CHAT_PROGRAM_MODULES = ("openai", "mcp", "httpx", "httpx2", "tenacity", "certifi")
+
+
+class _ThisInterpreter:
+    """A local runtime whose PEP 723 scripts run with this Python (their packages are here)."""
+
+    def __init__(self, runtime: SubprocessRuntime):
+        self._runtime = runtime
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
+
+    async def prepare_uv_script(self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True) -> list[str]:
+        import hashlib
+
+        data = script.encode() if isinstance(script, str) else script
+        path = f"{self._runtime.scripts_dir}/rlplugs-{hashlib.sha256(data).hexdigest()}.py"
+        await self._runtime.write(path, data)
+        return [sys.executable, path]
+
+
+def _runs_here(runtime: Any) -> bool:
+    return isinstance(runtime, SubprocessRuntime) and all(importlib.util.find_spec(m) for m in CHAT_PROGRAM_MODULES)
+
+
+class LocalNullHarness(NullHarness):
+    """verifiers' ``null`` chat loop; on the local subprocess runtime it runs with this Python."""
+
+    async def setup(self, runtime: Any) -> None:
+        if not _runs_here(runtime):
+            await super().setup(runtime)
+
+    async def launch(self, ctx, trace, runtime, *args: Any, **kwargs: Any):
+        return await super().launch(ctx, trace, _ThisInterpreter(runtime) if _runs_here(runtime) else runtime, *args, **kwargs)
+
+
+@functools.cache
+def harness_class(env_name: str) -> type[vf.Harness]:
+    """The ``null`` harness under this env's name, so an unpinned seat gets a plain chat loop."""
+    return type(f"{class_prefix(env_name)}Harness", (LocalNullHarness,), {"__module__": __name__})
+
+
+# --- module exports -------------------------------------------------------------------------
+
+
+def verifiers_export(env_name: str, attr: str) -> type:
+    """Module ``__getattr__`` body for env packages: ``<Name>Taskset``, ``<Name>Env`` or
+    ``<Name>Harness`` of ``env_name``; anything else is an ``AttributeError``."""
+    prefix = class_prefix(env_name)
+    builders = {f"{prefix}Taskset": taskset_class, f"{prefix}Env": env_class, f"{prefix}Harness": harness_class}
+    if attr not in builders:
+        raise AttributeError(f"module for env '{env_name}' has no attribute {attr!r}")
+    return builders[attr](env_name)
+
+
+__all__ = ["taskset_class", "env_class", "harness_class", "verifiers_export"]

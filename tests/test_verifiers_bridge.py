@@ -1,0 +1,97 @@
+"""The verifiers v1 bridge, through verifiers' own loader and rollout machinery.
+
+Rollouts run the real verifiers code path: ``run_eval`` (what ``vf-eval`` calls) loads the
+taskset by id, starts the interception server, launches verifiers' own ``null`` chat program as
+a subprocess, and that program talks over HTTP to a loopback OpenAI-compatible server
+(:mod:`rlplugs.policy_server`) answering with a scripted responder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+vf = pytest.importorskip("verifiers.v1")
+from verifiers.v1.cli.eval.runner import run_eval  # noqa: E402
+from verifiers.v1.configs.cli.eval import EvalConfig  # noqa: E402
+from verifiers.v1.utils import loaders  # noqa: E402
+
+from rlplugs.policy_server import serve_policy  # noqa: E402
+
+
+def numbered(messages):
+    """Scripted model: '<k> apples' where k is the conversation length (always has a digit)."""
+    return f"{len(messages)} apples"
+
+
+def run_vf_eval(tmp_path, monkeypatch, env: dict, limit: int):
+    monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
+    with serve_policy(numbered, idle_timeout_s=120) as server:
+        config = EvalConfig(
+            env=env, model="scripted", client={"base_url": server.base_url, "api_key_var": "RLPLUGS_TEST_KEY"},
+            num_rollouts=1, push=False, rich=None, output_dir=tmp_path, select={"limit": limit},
+        )
+        episodes = asyncio.run(run_eval(config))
+        return episodes, server.requests
+
+
+def test_loader_resolves_env_modules_by_id():
+    assert loaders.taskset_class("letters-test").__name__ == "LettersTestTaskset"
+    assert loaders.environment_class("letters-test") is vf.SingleAgentEnv  # single-turn: the stock env
+    assert loaders.environment_class("count-test").__name__ == "CountTestEnv"
+    assert loaders.default_harness_id("count-test") == "count-test"  # the bundled null harness, not bash
+
+
+def test_taskset_config_takes_env_options_and_split_from_toml_keys():
+    config_type = loaders.taskset_config_type("letters-test")
+    taskset = loaders.load_taskset(config_type(id="letters-test", rows=3, split="validation"))
+    tasks = list(taskset)
+    assert len(tasks) == 4  # the validation split has 4 rows; rows=3 sizes the train split
+    assert tasks[0].data.row["row_id"] == 100 and tasks[0].data.env_options == {"rows": 3, "dead_component": False}
+    assert [m.content for m in tasks[0].data.prompt] == ["Write a letter."]  # PROMPTS[100 % 6]
+    assert len(list(loaders.load_taskset(config_type(id="letters-test", rows=3)))) == 3  # default: train
+    with pytest.raises(ValueError, match="did you mean 'rows'"):
+        config_type(id="letters-test", rowz=3)
+    with pytest.raises(ValueError, match="no split 'test'"):
+        list(loaders.load_taskset(config_type(id="letters-test", split="test")))
+
+
+def test_importing_an_env_module_does_not_import_verifiers(plugin_env):
+    code = "import sys, letters_test, count_test; assert 'verifiers' not in sys.modules, 'eager import'"
+    subprocess.run([sys.executable, "-c", code], env=plugin_env, check=True, timeout=60)
+
+
+def test_single_turn_rollouts_are_scored_per_component_with_weights_and_unscored_left_none(tmp_path, monkeypatch):
+    env = {
+        "taskset": {"id": "letters-test", "split": "validation", "dead_component": True,
+                    "task": {"rewards": {"brevity": {"weight": 0.1}}}},  # a TOML reweight of one component
+        "agent": {"runtime": {"type": "subprocess"}},
+    }
+    episodes, requests = run_vf_eval(tmp_path, monkeypatch, env, limit=2)
+    assert requests == 2
+    for episode in episodes:
+        (trace,) = episode.traces
+        assert trace.ok, trace.errors
+        assert trace.last_reply == "1 apples"
+        assert trace.rewards["letters"].score == pytest.approx(6 / 8) and trace.rewards["letters"].weight == 1.0
+        assert trace.rewards["brevity"].score == pytest.approx(1 - 8 / 200) and trace.rewards["brevity"].weight == 0.1
+        assert trace.rewards["never"] is None  # unscored, not 0
+        assert "switched off" in trace.info["unscored"]["never"]
+        assert trace.reward == pytest.approx(6 / 8 + 0.1 * (1 - 8 / 200))
+
+
+def test_multi_turn_episode_is_played_through_the_env_with_sibling_attempts(tmp_path, monkeypatch):
+    env = {"taskset": {"id": "count-test", "split": "validation", "turns": 3}, "n": 2}
+    episodes, requests = run_vf_eval(tmp_path, monkeypatch, env, limit=1)
+    (episode,) = episodes
+    assert episode.ok, episode.errors
+    assert len(episode.traces) == 2 and requests == 6  # two sibling episodes x three turns
+    for trace in episode.traces:
+        assert trace.agent.name == "agent" and trace.agent.trainable
+        roles = [n.message.role for n in trace.nodes]
+        assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+        assert [n.message.content for n in trace.nodes if n.message.role == "user"][1:] == ["Next number?"] * 2
+        assert trace.rewards["digits"].score == 1.0 and trace.rewards["final_len"].weight == 0.2
