@@ -1,0 +1,81 @@
+"""Multi-turn GRPO through the generic episode ``rollout_func`` on the ``count-test`` environment
+(real tiny Qwen3.5, real tokenizer and chat template, real TRL trainer, CPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("trl")
+
+
+@pytest.fixture(scope="module")
+def count_trainer(tiny_qwen35, tmp_path_factory):
+    from trl import GRPOConfig
+
+    from rlplugs.registry import get_environment
+    from rlplugs.trl.rewards import EnvRewardFunctions
+    from rlplugs.trl.rollout import make_episode_rollout
+    from rlplugs.trl.trainer import EnvGRPOTrainer
+
+    spec = get_environment("count-test", {"rows": 4})
+    rewards = EnvRewardFunctions(spec)
+    args = GRPOConfig(
+        output_dir=str(tmp_path_factory.mktemp("count")),
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=64,
+        generation_kwargs={"max_new_tokens": 6},  # per turn
+        chat_template_kwargs={"enable_thinking": False},
+        max_steps=2,
+        learning_rate=0.1,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        reward_weights=rewards.weights,
+    )
+    trainer = EnvGRPOTrainer(
+        model=str(tiny_qwen35),
+        reward_funcs=rewards.functions,
+        args=args,
+        train_dataset=spec.dataset("train"),
+        rollout_func=make_episode_rollout(spec),
+    )
+    return spec, rewards, trainer
+
+
+def test_episode_rollout_masks_environment_text_and_finishes_episodes(count_trainer):
+    spec, _, trainer = count_trainer
+    rows = [dict(r) for r in spec.dataset("train").select(range(2))]
+    trainer.rollout_rows = rows
+    try:
+        out = trainer.rollout_func([r["prompt"] for r in rows], trainer)
+    finally:
+        trainer.rollout_rows = None
+    tok = trainer.processing_class
+    assert out["logprobs"] is None
+    for prompt_ids, completion, mask, episode in zip(out["prompt_ids"], out["completion_ids"], out["env_mask"], out["episode"]):
+        assert episode.done and len(episode.replies) == 3  # three turns within the budget
+        assert len(mask) == len(completion) <= 64
+        env_text = tok.decode([t for t, m in zip(completion, mask) if m == 0])
+        model_text = tok.decode([t for t, m in zip(completion, mask) if m == 1])
+        assert env_text.count("Next number?") == 2  # the environment's two follow-ups, outside the loss
+        assert "Next number?" not in model_text
+        assert "Say a number after" in tok.decode(prompt_ids)
+        # the model's recorded tokens are exactly what the episode received as replies
+        assert "".join(episode.replies) == tok.decode([t for t, m in zip(completion, mask) if m == 1], skip_special_tokens=True)
+
+
+def test_count_env_grpo_two_steps_scores_finished_episodes(count_trainer):
+    _, rewards, trainer = count_trainer
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "rewards/digits/mean" in h]
+    assert len(logs) == 2
+    for h in logs:
+        assert h["rewards/digits/mean"] is not None and 0.0 <= h["rewards/digits/mean"] <= 1.0
+        assert h["rewards/final_len/mean"] is not None
+        assert h["unscored/digits"] == 0.0
+    summary = rewards.ledger.summary()
+    assert summary["digits"]["scored"] == 8 and summary["digits"]["unscored"] == 0
