@@ -45,7 +45,7 @@ def classify(error: str) -> JobFailure:
     if error.startswith("timeout"):
         return JobFailure("timeout", f"timeout: program killed at the job's wall-clock deadline ({error})")
     if error.startswith("initializer failed"):
-        raise PoolFailure(error)
+        raise PoolFailure(f"sandbox pool failed: {error}")
     match = _EXIT.search(error)
     if match:
         code = int(match.group(1))
