@@ -1,0 +1,140 @@
+"""The zero-spread filter: groups whose rewards are all equal leave the loss and its normalisation.
+
+The 2-process test runs this file as an accelerate worker (two CPU ranks over gloo), with a
+global batch of 12 rows in groups of 4 and 6 rows per rank, so the middle group is split between
+the ranks: a filter that looked only at local rewards would get that group wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlplugs.trl.trainer import zero_spread_rows
+
+NAN = float("nan")
+
+# Global rewards (the ``k`` column) of the 12 rows; rank 0 holds rows 0-5, rank 1 rows 6-11.
+CASES = {
+    # group 1 (rows 4-7) is constant on each rank (1,1 | 0,0) but has spread as a whole
+    "split_group_with_spread": ([5, 5, 5, 5, 1, 1, 0, 0, 2, 3, 2, 3], list(range(0, 4))),
+    # group 1 (rows 4-7) has no spread and spans both ranks; group 2 has none either
+    "split_group_without_spread": ([1, 2, 1, 2, 7, 7, 7, 7, 4, 4, 4, 4], list(range(4, 12))),
+}
+
+
+def test_zero_spread_rows_uses_weighted_totals_and_ignores_unscored():
+    rewards = torch.tensor(
+        [[1, 0], [1, 0], [1, 0], [1, 0],  # constant -> no spread
+         [1, 0], [2, 0], [1, 0], [1, 0],  # spread
+         [NAN, NAN], [1, 0], [NAN, NAN], [1, 0],  # unscored rows ignored; the scored ones are equal
+         [1, 0], [0, 1], [1, 0], [0, 1]],  # components vary but the weighted total does not
+        dtype=torch.float32,
+    )  # fmt: skip
+    weights = torch.tensor([1.0, 1.0])
+    rows = zero_spread_rows(rewards, weights, group_size=4)
+    assert rows.view(-1, 4).all(dim=1).tolist() == [True, False, True, True]
+    assert rows.view(-1, 4).any(dim=1).tolist() == rows.view(-1, 4).all(dim=1).tolist()  # whole groups
+    per_component = zero_spread_rows(rewards, weights, group_size=4, per_component=True)
+    assert per_component.view(-1, 4)[:, 0].tolist() == [True, False, True, False]
+
+
+def test_group_with_a_single_scored_row_has_no_spread():
+    rewards = torch.tensor([[NAN], [3.0], [NAN], [NAN]])
+    assert zero_spread_rows(rewards, torch.tensor([1.0]), group_size=4).all()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_filter_over_two_gloo_ranks_masks_whole_groups_and_renormalises(tmp_path, tiny_qwen35):
+    env = dict(os.environ, OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1", HF_HUB_OFFLINE="1")
+    cmd = [
+        str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(_free_port()), __file__, str(tmp_path), str(tiny_qwen35),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for case, (_, filtered) in CASES.items():
+        r0, r1 = ranks[0][case], ranks[1][case]
+        got = [i for i, f in enumerate(r0["filtered"] + r1["filtered"]) if f]
+        assert got == filtered, case
+        # the normaliser is global and equal on both ranks: all tokens minus the filtered groups'
+        assert r0["n_on"] == r1["n_on"] and r0["n_off"] == r1["n_off"]
+        assert r0["n_on"] == r0["n_off"] - r0["filtered_tokens"] - r1["filtered_tokens"] < r0["n_off"]
+        # zero-spread rows add nothing to the loss sum, so the filter rescales the loss by n_off / n_on
+        for r in (r0, r1):
+            assert math.isclose(r["loss_on"] * r["n_on"], r["loss_off"] * r["n_off"], rel_tol=1e-4, abs_tol=1e-7)
+        assert r0["frac"] == pytest.approx(len(filtered) / 12)
+    # and in the real training loop over gloo: one of the three groups has constant rewards
+    assert ranks[0]["train_filtered_frac"] == pytest.approx(1 / 3)
+
+
+def _worker(out_dir: str, model_dir: str) -> None:
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from rlplugs.trl.trainer import EnvGRPOTrainer
+
+    def k_reward(completions, k, **_):
+        """The row's ``k``; for k < 0 the share of ASCII letters (varies on a random model)."""
+        texts = [c[0]["content"] for c in completions]
+        return [float(v) if v >= 0 else sum(ch.isalpha() for ch in t) / max(len(t), 1) for v, t in zip(k, texts)]
+
+    prompt = [{"role": "user", "content": "Say something."}]
+    args = GRPOConfig(
+        output_dir=out_dir, use_cpu=True, bf16=False, gradient_checkpointing=False, per_device_train_batch_size=6,
+        num_generations=4, max_completion_length=8, max_steps=1, learning_rate=0.1, report_to="none",
+        save_strategy="no", logging_steps=1, chat_template_kwargs={"enable_thinking": False},
+    )  # fmt: skip
+    train = Dataset.from_list([{"prompt": prompt, "k": k} for k in (-1, 3, -1)])
+    trainer = EnvGRPOTrainer(model=model_dir, reward_funcs=[k_reward], args=args, train_dataset=train)
+    rank = trainer.accelerator.process_index
+    result = {}
+    for case, (ks, expected) in CASES.items():
+        rows = [{"prompt": prompt, "k": k} for k in ks[6 * rank : 6 * rank + 6]]
+        outs = {}
+        for flag in (False, True):
+            trainer.filter_zero_spread_groups = flag
+            trainer.model.train()
+            torch.manual_seed(1234)  # same completions with and without the filter
+            outs[flag] = trainer._generate_and_score_completions([dict(r) for r in rows])
+        trainer.model.eval()  # loss normalised by num_items_in_batch alone (no accumulation factor)
+        with torch.no_grad():
+            loss = {flag: trainer.compute_loss(trainer.model, outs[flag]).item() for flag in outs}
+        off_tokens = outs[False]["completion_mask"].sum(dim=1)
+        mine = [6 * rank + i for i in range(6)]
+        result[case] = {
+            "filtered": (outs[True]["completion_mask"].sum(dim=1) == 0).tolist(),
+            "filtered_tokens": int(sum(off_tokens[i - 6 * rank] for i in mine if i in expected)),
+            "n_on": int(outs[True]["num_items_in_batch"]),
+            "n_off": int(outs[False]["num_items_in_batch"]),
+            "loss_on": loss[True],
+            "loss_off": loss[False],
+            "frac": trainer._metrics["train"]["zero_spread/filtered_frac"][-1],
+        }
+    trainer.filter_zero_spread_groups = True
+    trainer.model.train()
+    trainer._metrics["train"].clear()  # logged metrics are averaged since the last log: drop the calls above
+    trainer.train()
+    result["train_filtered_frac"] = next(
+        h["zero_spread/filtered_frac"] for h in trainer.state.log_history if "zero_spread/filtered_frac" in h
+    )
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1], sys.argv[2])
