@@ -183,10 +183,11 @@ class RowTaskset(vf.Taskset):
 
     ENV_NAME: str = ""
     TASK_CLASS: type[RowTask] = RowTask
+    OPTION_NAMES: dict[str, str] = {}  # taskset config key -> env option name
 
     def env_options(self) -> dict[str, Any]:
-        reserved = set(vf.TasksetConfig.model_fields) | {"split"}
-        return {k: v for k, v in self.config.model_dump(mode="json").items() if k not in reserved}
+        values = self.config.model_dump(mode="json")
+        return {option: values[key] for key, option in self.OPTION_NAMES.items()}
 
     def split(self, spec: EnvSpec) -> str:
         wanted = self.config.split or ("train" if "train" in spec.datasets else next(iter(spec.datasets)))
@@ -215,11 +216,13 @@ def taskset_class(env_name: str) -> type[vf.Taskset]:
     spec = get_environment(env_name)
     prefix = class_prefix(env_name)
     env_fields: dict[str, Any] = {}
+    option_names: dict[str, str] = {}
     if registration.config is not None:
         for name, field in registration.config.model_fields.items():
-            if name in vf.TasksetConfig.model_fields or name == "split":
-                raise ValueError(f"env '{env_name}' option '{name}' collides with verifiers' taskset config key")
-            env_fields[name] = (field.annotation, field)
+            # An option named like a verifiers taskset key (`task`, `id`, ...) is `env_<name>` here.
+            key = f"env_{name}" if name in vf.TasksetConfig.model_fields or name == "split" else name
+            option_names[key] = name
+            env_fields[key] = (field.annotation, field)
     config = create_model(
         f"{prefix}TasksetConfig",
         __base__=EnvOptionsConfig,
@@ -228,7 +231,7 @@ def taskset_class(env_name: str) -> type[vf.Taskset]:
         **env_fields,
     )
     task = _task_class(env_name, spec)
-    body = {"__module__": __name__, "ENV_NAME": env_name, "TASK_CLASS": task, "__doc__": spec.description}
+    body = {"__module__": __name__, "ENV_NAME": env_name, "TASK_CLASS": task, "OPTION_NAMES": option_names, "__doc__": spec.description}
     return types.new_class(f"{prefix}Taskset", (RowTaskset, vf.Taskset[task, config]), exec_body=lambda ns: ns.update(body))
 
 
