@@ -114,12 +114,16 @@ def verified_programs(config: FactorioBuildConfig, count: int, scorer: ProgramSc
                 seen.add(digest)
                 state["kept"].append({"source": src, "hash": digest, "row": spec.row_id})
         state["tried"] = tried + BATCH
+        _save(path, state)  # after every batch, so an interrupted run resumes where it stopped
         log.info("factorio-build SFT: %d kept of %d tried", len(state["kept"]), state["tried"])
+    return state["kept"][:count]
+
+
+def _save(path, state: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(state))
     os.replace(tmp, path)
-    return state["kept"][:count]
 
 
 def sft_rows(config: FactorioBuildConfig, count: int) -> list[dict]:
