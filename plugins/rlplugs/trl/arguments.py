@@ -25,6 +25,7 @@ from trl.scripts.grpo import GRPOScriptArguments
 
 from rlplugs.envspec import EnvSpec
 from rlplugs.registry import get_environment, get_registry
+from rlplugs.rewards import RewardComponent
 
 
 @dataclass
@@ -121,7 +122,7 @@ def make_sft_parser(prog: str | None = None) -> TrlParser:
 
 
 def check_environment(args: EnvArguments) -> None:
-    """Fail fast, before anything is launched, on an unknown environment name or option."""
+    """Fail fast, before anything is launched, on an unknown environment, option or extra reward."""
     from rlplugs.config import validate_options
 
     reg = get_registry().get("environment", args.environment)
@@ -129,17 +130,18 @@ def check_environment(args: EnvArguments) -> None:
         validate_options(reg.config, dict(args.env_args or {}), owner=reg.name)
     elif args.env_args:
         reg.build(args.env_args)  # raises: the environment takes no options
+    extra_components(args)
 
 
-def build_env_spec(args: EnvArguments) -> EnvSpec:
-    """The EnvSpec named by ``--env`` with its options, plus any ``--extra_rewards``."""
-    spec = get_environment(args.environment, args.env_args)
-    extra = []
+def extra_components(args: EnvArguments) -> list[RewardComponent]:
+    """The registered components named with ``--extra_rewards NAME[:WEIGHT]``, built with their
+    ``--extra_reward_args`` options."""
     options = args.extra_reward_args or {}
     names = [item.split(":", 1)[0] for item in args.extra_rewards or []]
     unknown = sorted(set(options) - set(names))
     if unknown:
         raise ValueError(f"--extra_reward_args names {unknown}, which are not in --extra_rewards {names}")
+    components = []
     for item in args.extra_rewards or []:
         name, _, weight = item.partition(":")
         component = get_registry().get("reward_component", name).build(options.get(name))
@@ -148,7 +150,14 @@ def build_env_spec(args: EnvArguments) -> EnvSpec:
                 component.weight = float(weight)
             except ValueError:
                 raise ValueError(f"--extra_rewards {item!r}: weight {weight!r} is not a number") from None
-        extra.append(component)
+        components.append(component)
+    return components
+
+
+def build_env_spec(args: EnvArguments) -> EnvSpec:
+    """The EnvSpec named by ``--env`` with its options, plus any ``--extra_rewards``."""
+    spec = get_environment(args.environment, args.env_args)
+    extra = extra_components(args)
     return spec.with_components(extra) if extra else spec
 
 

@@ -1,0 +1,151 @@
+"""The literal ``trl grpo --env NAME`` through TRL's real console script (subprocesses, offline CPU).
+
+rlplugs' startup hook (``rlplugs_trl_hook.pth``, installed with the package) extends TRL's CLI in
+the ``trl`` process only; these tests run the installed ``trl`` executable exactly as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TRL = str(Path(sys.executable).with_name("trl"))
+TINY_RUN = [
+    "--use_cpu", "--bf16", "false", "--num_generations", "4", "--per_device_train_batch_size", "4",
+    "--max_completion_length", "16", "--report_to", "none", "--logging_steps", "1",
+    "--gradient_checkpointing", "false",
+]  # fmt: skip
+
+
+def trl(*args: str, env: dict[str, str], cwd: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([TRL, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def log_history(output_dir: Path) -> list[dict]:
+    checkpoint = max(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
+
+
+def test_trl_grpo_env_trains_logs_each_component_and_writes_a_checkpoint(tmp_path, tiny_qwen35, plugin_env):
+    out = tmp_path / "out"
+    proc = trl(
+        "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "2",
+        "--extra_rewards", "length-penalty:0.1", "--num_processes", "1", "--output_dir", str(out), *TINY_RUN,
+        env=plugin_env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (out / "checkpoint-2" / "model.safetensors").exists()
+    steps = [h for h in log_history(out) if "loss" in h]
+    assert len(steps) == 2
+    for h in steps:
+        for name in ("letters", "brevity", "length-penalty"):  # env components plus the extra one
+            assert h[f"rewards/{name}/mean"] is not None
+            assert h[f"unscored/{name}"] == 0.0
+        assert 0.0 < h["rewards/letters/mean"] < 1.0  # real scores of the model's text, not a constant
+    assert "preflight of env 'letters-test'" in proc.stderr
+
+
+def test_trl_grpo_help_lists_env_and_the_stock_flags(plugin_env):
+    proc = trl("grpo", "--help", env=plugin_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--env ENVIRONMENT" in proc.stdout and "--filter_zero_spread_groups" in proc.stdout
+    assert "--reward_funcs" in proc.stdout and "--dataset_name" in proc.stdout
+    assert proc.stdout.startswith("usage: trl grpo")
+
+
+STOCK_REWARD = '''
+import sys
+from pathlib import Path
+
+
+def reward(completions, **kwargs):
+    Path("launched_script.txt").write_text(sys.modules["__main__"].__file__)
+    return [float(len(c[0]["content"]) % 7) for c in completions]
+'''
+
+
+def test_stock_trl_grpo_without_env_runs_trls_own_script(tmp_path, tiny_qwen35, plugin_env):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{"prompt": [{"role": "user", "content": f"Say {w}."}]} for w in ("hi", "yes", "no", "ok")]
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "stock_reward.py").write_text(STOCK_REWARD)
+    proc = trl(
+        "grpo", "--model_name_or_path", str(tiny_qwen35), "--dataset_name", str(data), "--reward_funcs",
+        "stock_reward.reward", "--max_steps", "1", "--output_dir", str(tmp_path / "out"), *TINY_RUN,
+        env=plugin_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    launched = Path(tmp_path / "launched_script.txt").read_text()
+    assert launched.endswith(str(Path("trl", "scripts", "grpo.py")))  # TRL's script, not rlplugs'
+    assert "rewards/reward/mean" in log_history(tmp_path / "out")[0]
+
+
+def test_unknown_environment_fails_before_launch_with_a_suggestion(plugin_env, tmp_path):
+    proc = trl("grpo", "--env", "leters-test", "--use_cpu", "--bf16", "false", "--output_dir", str(tmp_path / "out"), env=plugin_env, timeout=300)
+    assert proc.returncode != 0
+    assert "Did you mean 'letters-test'" in proc.stderr
+    assert "accelerate" not in proc.stderr.split("Traceback")[0]  # nothing was launched
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env_args", '{"rowz": 4}'], "did you mean 'rows'"),
+        (["--extra_rewards", "lenght-penalty"], "Did you mean 'length-penalty'"),
+        (["--extra_rewards", "length-penalty:lots"], "weight 'lots' is not a number"),
+        (["--env_args", "[1]"], "--env_args must be a JSON object"),
+    ],
+)
+def test_bad_environment_options_are_errors_with_suggestions(args, message):
+    from rlplugs.trl.launch import split_launch_args
+
+    with pytest.raises((ValueError, LookupError)) as caught:  # raised in the `trl` process, before launch
+        split_launch_args("grpo", ["--env", "letters-test", *args, "--use_cpu", "--bf16", "false"])
+    assert message in str(caught.value)
+
+
+def test_launch_args_split_between_accelerate_and_the_script():
+    from rlplugs.trl.launch import split_launch_args
+
+    argv = ["--env", "letters-test", "--num_processes", "2", "--use_cpu", "--bf16", "false", "--accelerate_config", "multi_gpu"]
+    launch, script = split_launch_args("grpo", argv)
+    assert launch[:2] == ["--config_file", launch[1]] and launch[1].endswith("multi_gpu.yaml")
+    assert launch[2:] == ["--num_processes", "2"]
+    assert script == ["--env", "letters-test", "--use_cpu", "--bf16", "false"]
+
+
+def test_dead_component_from_yaml_config_fails_preflight_naming_it(tmp_path, tiny_qwen35, plugin_env):
+    config = tmp_path / "letters.yaml"
+    config.write_text(
+        "environment: letters-test\n"
+        'env_args: {"dead_component": true}\n'
+        f"model_name_or_path: {tiny_qwen35}\n"
+        f"output_dir: {tmp_path / 'out'}\n"
+        "max_steps: 2\n"
+    )
+    proc = trl("grpo", "--config", str(config), *TINY_RUN, env=plugin_env)
+    assert proc.returncode != 0
+    assert "PreflightError" in proc.stderr and "'never' (judge 'never' is switched off)" in proc.stderr
+    assert "Loading weights" not in proc.stderr  # stopped before the model was even built
+    assert not list((tmp_path / "out").glob("checkpoint-*"))
+
+
+def test_startup_hook_leaves_other_trl_versions_untouched(plugin_env):
+    code = (
+        "import sys, warnings; sys.argv = ['trl']; import trl; trl.__version__ = '1.17.0'\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always'); import rlplugs.trl.startup_hook; import trl.cli.main\n"
+        "m = sys.modules['trl.cli.main']\n"
+        "names = {type(c).__name__ for c in m.get_commands()}\n"
+        "print(sorted(names), [str(w.message) for w in caught if 'rlplugs' in str(w.message)])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=plugin_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "EnvTrainingCommand" not in proc.stdout and "TrainingCommand" in proc.stdout
+    assert "outside the tested range" in proc.stdout
