@@ -30,15 +30,21 @@ def log_history(output_dir: Path) -> list[dict]:
     return json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
 
 
-def test_trl_grpo_env_trains_logs_each_component_and_writes_a_checkpoint(tmp_path, tiny_qwen35, plugin_env):
+def test_trl_grpo_env_with_lora_trains_logs_each_component_and_writes_a_checkpoint(tmp_path, tiny_qwen35, plugin_env):
+    """Stock TRL flags (LoRA on the Qwen3.5 targets, accelerate's --num_processes) pass through."""
+    from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+
     out = tmp_path / "out"
     proc = trl(
         "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "2",
-        "--extra_rewards", "length-penalty:0.1", "--num_processes", "1", "--output_dir", str(out), *TINY_RUN,
+        "--extra_rewards", "length-penalty:0.1", "--num_processes", "1", "--output_dir", str(out),
+        "--use_peft", "--lora_r", "8", "--lora_target_modules", *QWEN35_LORA_TARGETS, *TINY_RUN,
         env=plugin_env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert (out / "checkpoint-2" / "model.safetensors").exists()
+    adapter = json.loads((out / "checkpoint-2" / "adapter_config.json").read_text())
+    assert sorted(adapter["target_modules"]) == sorted(QWEN35_LORA_TARGETS)
+    assert (out / "checkpoint-2" / "adapter_model.safetensors").exists()
     steps = [h for h in log_history(out) if "loss" in h]
     assert len(steps) == 2
     for h in steps:
