@@ -33,10 +33,12 @@ def _pick(game_rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 
 
 def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, split: str = "validation",
-            seats: str = "self-play", progress=None) -> list[Path]:
-    """Play ``episodes`` episodes of each game with ``policy`` and save them under ``out``."""
+            seats: str = "self-play", seat: str | None = None, progress=None) -> list[Path]:
+    """Play ``episodes`` episodes of each game with ``policy`` and save them under ``out``.
+    ``seat`` keeps only rows of that seat (with ``seats="single"``: the model plays only it)."""
     cfg = ClembenchGamesConfig(games=tuple(games), seats=seats)
-    picked = [r for g in cfg.games for r in _pick([r for r in rows(cfg, split) if r["game"] == g], episodes)]
+    candidates = [r for r in rows(cfg, split) if seat is None or r["seat"] == seat]
+    picked = [r for g in cfg.games for r in _pick([r for r in candidates if r["game"] == g], episodes)]
     running = [episode_for_row(r) for r in picked]
     for ep in running:
         ep.meta["split"] = split
@@ -72,7 +74,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     out = Path(args.out)
     with Progress() as bar:
         task = bar.add_task("episodes", total=len(games) * args.episodes)
-        collect(policy, games, args.episodes, out, split=args.split, seats=args.seats,
+        collect(policy, games, args.episodes, out, split=args.split, seats=args.seats, seat=args.seat,
                 progress=lambda: bar.advance(task))
     _print_table(clem_table(load_records(out)))
     return 0
@@ -129,6 +131,7 @@ def add_games_command(subparsers) -> None:
     c.add_argument("--out", required=True, help="run directory for transcripts")
     c.add_argument("--split", default="validation", choices=("train", "validation", "test"))
     c.add_argument("--seats", default="self-play", choices=("self-play", "single"))
+    c.add_argument("--seat", help="with --seats single: only rows where the model plays this seat")
     c.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (clembench protocol)")
     c.add_argument("--max-new-tokens", type=int, default=300)
     c.add_argument("--batch-size", type=int, default=8)

@@ -46,6 +46,7 @@ class ClembenchGamesConfig(StrictConfig):
     validation_per_experiment: int = Field(4, ge=1)
     test_per_experiment: int = Field(8, ge=1)
     seed: int = Field(0, description="seed of the train instances (validation/test are fixed)")
+    sft_data: str | None = Field(None, description="JSONL from `rlplugs games sft-data`: offered as SFT dataset 'won-episodes'")
 
     @field_validator("games")
     @classmethod
@@ -130,6 +131,16 @@ def sft_scripted_wins(cfg: ClembenchGamesConfig):
     return Dataset.from_list(samples)
 
 
+def sft_won_episodes(path: str):
+    """The won-episode turn samples written by ``rlplugs games sft-data`` (chat ``messages`` only)."""
+    from datasets import Dataset
+
+    lines = Path(path).read_text().splitlines()
+    if not lines:
+        raise ValueError(f"{path} holds no SFT samples (no episode was won in the collected runs)")
+    return Dataset.from_list([{"messages": json.loads(line)["messages"]} for line in lines])
+
+
 def render(sample: Sample, out_dir: Any) -> list[Path]:
     rec = sample.episode.record()
     return [save_episode(Path(out_dir), rec, sample.group or 0).with_suffix(".html")]
@@ -149,7 +160,10 @@ def build(cfg: ClembenchGamesConfig | None = None) -> EnvSpec:
             splits=("validation", "test"), rows=10_000, samples_per_row=1, temperature=0.0,
             enable_thinking=False, max_new_tokens=300, report_by=("game",), success_component="success",
         ),
-        sft_datasets={"scripted-wins": partial(sft_scripted_wins, cfg)},
+        sft_datasets={
+            **({"won-episodes": partial(sft_won_episodes, cfg.sft_data)} if cfg.sft_data else {}),
+            "scripted-wins": partial(sft_scripted_wins, cfg),
+        },
         reference_policy=None,  # the perfect players read game state; see README "Scripted players"
         render=render,
     )

@@ -75,7 +75,8 @@ class PrivateShared(GameMaster):
             "I ask you aside, without the assistant hearing it, whether the assistant already knows "
             "something.\n"
             "Always answer in exactly this format, nothing else:\n"
-            "ANSWER: <your answer>"
+            "ANSWER: <your answer>\n"
+            "For example:\nANSWER: Monday"
         )
     }
 

@@ -78,13 +78,15 @@ class ReferenceGame(GameMaster):
             "We play a reference game. You see three grids; another player sees them in a different "
             "order. Write one expression that lets them pick out the target grid.\n"
             "Answer in exactly this format, nothing else:\n"
-            "EXPRESSION: <your referring expression>"
+            "EXPRESSION: <your referring expression>\n"
+            "For example:\nEXPRESSION: the grid with a full middle column"
         ),
         "follower": (
             "We play a reference game. You see three grids; another player describes one of them. "
             "Say which grid the expression refers to.\n"
             "Answer in exactly this format, nothing else:\n"
-            "ANSWER: <first, second or third>"
+            "ANSWER: <first, second or third>\n"
+            "For example:\nANSWER: second"
         ),
     }
 
@@ -97,7 +99,8 @@ class ReferenceGame(GameMaster):
     def opening(self) -> None:
         self.ask(
             "giver",
-            f"{show_three(self.grids)}\n\nThe target is the {ORDINALS[self.instance['target_index']]} grid.",
+            f"{show_three(self.grids)}\n\nThe target is the {ORDINALS[self.instance['target_index']]} grid. "
+            "Reply with EXPRESSION: <your expression>",
         )
 
     def main_score(self) -> float:
@@ -109,7 +112,11 @@ class ReferenceGame(GameMaster):
             if not expression:
                 self.abort("giver reply has no 'EXPRESSION:' line")
                 return
-            self.ask("follower", f"{show_three(self.follower_grids)}\n\nExpression: {expression}")
+            self.ask(
+                "follower",
+                f"{show_three(self.follower_grids)}\n\nExpression: {expression}\n"
+                "Which grid is it? Reply with ANSWER: first, ANSWER: second or ANSWER: third",
+            )
             return
         answer = (prefixed(text, "answer") or "").strip(" .!\"'*").lower()
         if answer not in ORDINALS:

@@ -25,7 +25,7 @@ from clembench_games.master import GameMaster, Message, prefixed
 from clembench_games.words import words
 
 MAX_ROUNDS = 3
-_SPELL = re.compile(r"spelled backwards:\s*([a-z](?:\s+[a-z])+)", re.I)
+_SPELL = re.compile(r"spelled backwards: ([a-z](?: [a-z])+)")
 
 
 def stem(word: str) -> str:
@@ -64,13 +64,15 @@ class Taboo(GameMaster):
             f"{MAX_ROUNDS} tries. Your word: {{target}}. Do not use the word itself or any of these "
             "words, nor any form of them: {taboo_list}.\n"
             "Answer in exactly this format, nothing else:\n"
-            "CLUE: <your description>"
+            "CLUE: <your description>\n"
+            "For example, for the word apple:\nCLUE: a round fruit that grows on trees"
         ),
         "guesser": (
             "We play Taboo. Another player describes a secret word without saying it; you have "
             f"{MAX_ROUNDS} tries to guess it.\n"
             "Answer in exactly this format, nothing else:\n"
-            "GUESS: <one word>"
+            "GUESS: <one word>\n"
+            "For example:\nGUESS: table"
         ),
     }
 
@@ -81,7 +83,7 @@ class Taboo(GameMaster):
         self.clues: list[str] = []
 
     def opening(self) -> None:
-        self.ask("describer", "Give your first clue.")
+        self.ask("describer", "Give your first clue. Reply with CLUE: <your description>")
 
     def taboo_hits(self, clue: str) -> list[str]:
         """Words of ``clue`` that are the target, a taboo word, or a form of one (same stem)."""
@@ -102,7 +104,7 @@ class Taboo(GameMaster):
                 self.abort(f"clue uses a taboo word: {used[0]!r}")
                 return
             self.clues.append(clue)
-            self.ask("guesser", f"CLUE: {clue}")
+            self.ask("guesser", f"CLUE: {clue}\nReply with GUESS: <one word>")
             return
         raw = prefixed(text, "guess")
         if raw is None:

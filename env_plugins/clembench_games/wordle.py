@@ -33,6 +33,7 @@ _GUESSER_RULES = (
     "Answer in exactly this format, nothing else:\n"
     "GUESS: <one five-letter word>\n"
     "EXPLANATION: <one short sentence>\n"
+    "For example:\nGUESS: house\nEXPLANATION: a common word with frequent letters.\n"
     "After every guess I mark each letter: green = right letter in the right place, yellow = in the "
     "word but elsewhere, red = not in the word (or no more copies of it). A word of the wrong "
     "length or one my dictionary does not know is handed back and costs no guess, but the third "
@@ -154,7 +155,8 @@ _CRITIC_RULES = (
     "guess with its explanation; tell the guesser whether you agree that it could be the word.\n"
     "Answer in exactly this format, nothing else:\n"
     "AGREEMENT: <yes or no>\n"
-    "EXPLANATION: <one short sentence>"
+    "EXPLANATION: <one short sentence>\n"
+    "For example:\nAGREEMENT: no\nEXPLANATION: the clue says the second letter is 'u'."
 )
 
 

