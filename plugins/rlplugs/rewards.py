@@ -139,7 +139,8 @@ class UnscoredLedger:
 
 
 def _short(reason: str | None, limit: int = 160) -> str:
-    reason = (reason or "unknown").strip().splitlines()[0] if reason else "unknown"
+    lines = (reason or "").strip().splitlines()
+    reason = lines[0] if lines else "unknown"  # a blank reason must not crash the ledger
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 
