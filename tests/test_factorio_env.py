@@ -84,7 +84,12 @@ def test_other_tasks_are_reachable_by_option():
         built = dataset_rows(config, "holdout")
         assert {r["task"] for r in built} == {task}
         assert task in built[0]["prompt"][1]["content"]
-    assert get_environment("factorio-build", {"task": "belt_smelting"}).reference_policy is None
+    belt = get_environment("factorio-build", {"task": "belt_smelting", "eval_rows": 1, "workers": 1})
+    assert belt.reference_policy is None
+    row = dict(belt.dataset("holdout")[0])
+    probe = "```python\ndef build(world):\n    world.place('transport-belt', world.tile()[0] + 1, world.tile()[1], 'E')\n```"
+    scores = belt.score([Sample(prompt=row["prompt"], completion=probe, row=row)])[0]
+    assert scores["validity"].value == 1.0 and scores["success"].value == 0.0  # runs in the v3 world, no crash
 
 
 def test_reward_is_success_plus_tenth_of_validity(spec):

@@ -28,7 +28,7 @@ import signal
 import sys
 
 from evolve import sandbox
-from fsim.program_api import run_episode
+from fsim.program_api import TASK_PROFILES, run_episode
 from fsim.rl import RlEnv
 
 from factorio_build import programs, rows
@@ -47,9 +47,16 @@ class ProgramTimeout(Exception):
 
 
 def init() -> None:
-    """Pool initializer: one simulator per worker, reused by every job."""
+    """Pool initializer: one simulator per worker, reused by every job.
+
+    One empty episode per task runs here, before the lock-down, so every data file the simulator
+    and the scene generators read lazily (the map's water, belt timing tables) is already loaded:
+    afterwards no new file can be opened."""
     sys.dont_write_bytecode = True
     _state["env"] = RlEnv()
+    for task in TASK_PROFILES:
+        _, blueprint = rows.scene(task, "train", 0)
+        run_episode(lambda world: None, blueprint, task=task, env=_state["env"])
 
 
 def _lowest_free_fd() -> int:
@@ -99,6 +106,14 @@ def _cpu_allowance(seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (spent + seconds, resource.RLIM_INFINITY))
 
 
+def _enter_job(payload: dict) -> None:
+    """Lock down on the first job; give every job its own CPU allowance."""
+    if "isolation" not in _state:
+        _state["isolation"] = lock_down(payload["memory_bytes"])
+        signal.signal(signal.SIGALRM, _on_alarm)
+    _cpu_allowance(payload["cpu_limit_s"])
+
+
 def _on_alarm(signum, frame):
     if _state.get("armed"):
         _state["armed"] = False
@@ -136,10 +151,7 @@ def run_program(payload: dict) -> dict:
     Returns ``{"scenes": [...], "isolation": {...}}``; a scene result has ``seed``, ``family``,
     ``success``, ``verified_output``, ``error`` (the program's exception, if any) and ``built``
     (item, x, y, facing)."""
-    if "isolation" not in _state:
-        _state["isolation"] = lock_down(payload["memory_bytes"])
-        signal.signal(signal.SIGALRM, _on_alarm)
-    _cpu_allowance(payload["cpu_limit_s"])
+    _enter_job(payload)
     programs.check_program(payload["source"])  # the static layer again, on this side of the wall
     build = sandbox.load(payload["source"])
     results, hits = [], 0
@@ -182,10 +194,7 @@ def isolation_probe(payload: dict) -> dict:
 
     Only the isolation tests call this: it proves the process layer holds on its own, as if a
     program had slipped past the static layer."""
-    if "isolation" not in _state:
-        _state["isolation"] = lock_down(payload["memory_bytes"])
-        signal.signal(signal.SIGALRM, _on_alarm)
-    _cpu_allowance(payload["cpu_limit_s"])
+    _enter_job(payload)
     scope: dict = {}
     try:
         exec(payload["code"], scope)  # noqa: S102 - the point of the probe
