@@ -2,7 +2,8 @@
 
 The 2-process test runs this file as an accelerate worker (two CPU ranks over gloo), with a
 global batch of 12 rows in groups of 4 and 6 rows per rank, so the middle group is split between
-the ranks: a filter that looked only at local rewards would get that group wrong.
+the ranks: a filter that looked only at local rewards would get that group wrong, and so would a
+group reward component that scored only the local half.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def test_filter_over_two_gloo_ranks_masks_whole_groups_and_renormalises(tmp_path
         for r in (r0, r1):
             assert math.isclose(r["loss_on"] * r["n_on"], r["loss_off"] * r["n_off"], rel_tol=1e-4, abs_tol=1e-7)
         assert r0["frac"] == pytest.approx(len(filtered) / 12)
+        # a group component saw all 4 completions of every group, the split one included
+        assert r0["members_seen"] == r1["members_seen"] == [4.0] * 12
     # and in the real training loop over gloo: one of the three groups has constant rewards
     assert ranks[0]["train_filtered_frac"] == pytest.approx(1 / 3)
 
@@ -87,7 +90,20 @@ def _worker(out_dir: str, model_dir: str) -> None:
     from datasets import Dataset
     from trl import GRPOConfig
 
+    from rlplugs.envspec import EnvSpec
+    from rlplugs.rewards import RewardComponent
+    from rlplugs.trl.rewards import EnvRewardFunctions
     from rlplugs.trl.trainer import EnvGRPOTrainer
+
+    def members_seen(members):
+        """A group component: how many completions of its group it was given (constant per group,
+        so it does not change which groups have spread)."""
+        return [float(len(members))] * len(members)
+
+    group_spec = EnvSpec(
+        name="groups", description="group component probe", datasets={}, preflight_samples=list,
+        components=[RewardComponent("members_seen", members_seen, group=True)],
+    )  # fmt: skip
 
     def k_reward(completions, k, **_):
         """The row's ``k``; for k < 0 the share of ASCII letters (varies on a random model)."""
@@ -101,7 +117,8 @@ def _worker(out_dir: str, model_dir: str) -> None:
         save_strategy="no", logging_steps=1, chat_template_kwargs={"enable_thinking": False},
     )  # fmt: skip
     train = Dataset.from_list([{"prompt": prompt, "k": k} for k in (-1, 3, -1)])
-    trainer = EnvGRPOTrainer(model=model_dir, reward_funcs=[k_reward], args=args, train_dataset=train)
+    reward_funcs = [k_reward, *EnvRewardFunctions(group_spec).functions]
+    trainer = EnvGRPOTrainer(model=model_dir, reward_funcs=reward_funcs, args=args, train_dataset=train)
     rank = trainer.accelerator.process_index
     result = {}
     for case, (ks, expected) in CASES.items():
@@ -125,6 +142,7 @@ def _worker(out_dir: str, model_dir: str) -> None:
             "loss_on": loss[True],
             "loss_off": loss[False],
             "frac": trainer._metrics["train"]["zero_spread/filtered_frac"][-1],
+            "members_seen": list(trainer._logs["rewards"]["members_seen"])[-12:],
         }
     trainer.filter_zero_spread_groups = True
     trainer.model.train()
