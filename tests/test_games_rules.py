@@ -96,20 +96,34 @@ def test_referencegame_follower_sees_grids_in_another_order_and_must_name_one():
     assert ep.game.abort_reason == "follower reply has no 'ANSWER: first|second|third' line"
 
 
-def test_privateshared_probes_are_asides_not_kept_in_the_chat_and_kappa_scores_them():
+def test_privateshared_probes_every_slot_after_each_answer_and_kappa_scores_them():
     ep = episode("privateshared")
     slots = ep.game.slots
     ep.step(f"ANSWER: {slots[0]['value']}")
-    probe = ep.observation()
-    assert "Aside" in probe[-1]["content"] and ep.game.request.memorize is False
-    ep.step("ANSWER: yes")
-    assert all("Aside" not in m["content"] for m in ep.transcript("answerer"))  # probe not kept
-    assert len(ep.transcript("answerer")) == 2
+    assert "Aside" in ep.observation()[-1]["content"] and slots[0]["slot"] in ep.observation()[-1]["content"]
+    ep.step("ANSWER: yes")  # slot 0 was just shared: right
+    assert slots[1]["slot"] in ep.observation()[-1]["content"]
+    assert len(ep.transcript("answerer")) == 4  # the seat's chat only grows (adapters need that)
     ep.step("ANSWER: perhaps")
     assert ep.game.abort_reason == "probe answer 'perhaps' is not yes or no"
     assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
     assert cohen_kappa([True, True], [True, True]) == 1.0
     assert cohen_kappa([True, False, True, False], [True, True, False, False]) == 0.0
+
+
+def test_every_observation_extends_the_seats_previous_chat_in_every_game():
+    for game in GAMES:
+        for style in ("perfect", "random"):
+            g = new_game(instances(game, "validation", 1)[0])
+            ep = GameEpisode(g, g.seats, partner=style, seed=3)
+            seen = {}
+            while not ep.done:
+                seat, obs = ep.current_seat, ep.observation()
+                if seat in seen:
+                    assert obs[: len(seen[seat])] == seen[seat], (game, seat)
+                reply = (g.perfect if style == "perfect" else g.random)(seat, obs, ep.rng)
+                ep.step(reply)
+                seen[seat] = [*obs, {"role": "assistant", "content": reply}]
 
 
 def test_driving_a_finished_episode_is_an_error_not_a_silent_no_op():

@@ -5,10 +5,24 @@ referencegame, privateshared), each a :class:`~clembench_games.master.GameMaster
 :class:`rlplugs.episode.Episode`, scores follow clembench (Main Score, Played, Aborted, Success,
 Lose; clemscore). ``plugin.py`` registers the environment and the ``rlplugs games`` commands;
 ``clem_adapter.py`` plays a user's own clembench checkout through clemcore (optional extra).
+
+Read in order: ``words`` -> ``master`` -> the games (``wordle``, ``taboo``, ``referencegame``,
+``privateshared``) -> ``instances`` -> ``scoring`` -> ``transcripts`` -> ``sft`` -> ``plugin`` ->
+``cli`` -> ``clem_adapter``. The verifiers v1 classes (``env.taskset.id = "clembench-games"``)
+are built from the EnvSpec on first access, so importing this package never needs verifiers.
 """
 
 from clembench_games.instances import GAMES, instances, new_game
 from clembench_games.master import GameEpisode, GameMaster, play_scripted
 from clembench_games.scoring import clem_table
 
-__all__ = ["GAMES", "GameEpisode", "GameMaster", "clem_table", "instances", "new_game", "play_scripted"]
+#: What verifiers looks for: one Taskset, the multi-seat Env, and the local chat harness.
+__all__ = ["ClembenchGamesTaskset", "ClembenchGamesEnv", "ClembenchGamesHarness"]
+
+
+def __getattr__(name: str):
+    if name not in __all__:
+        raise AttributeError(f"module 'clembench_games' has no attribute {name!r}")
+    from rlplugs.verifiers_bridge import verifiers_export
+
+    return verifiers_export("clembench-games", name)

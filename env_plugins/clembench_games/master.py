@@ -6,9 +6,10 @@ the next seat (``ask``), ends the game (``win``/``lose``) or stops it for a rule
 (``abort``). Everything else, shared by all games, lives here:
 
 - **seats** are the roles an LLM can play; each keeps its own chat (the role's rules are merged
-  into its first user message, as clembench merges the initial prompt into the first context);
-- a request may be *probing* (``memorize=False``): the seat answers, but the exchange is not
-  kept in its chat (privateshared asks "does the other player know ...?" this way);
+  into its first user message, as clembench merges the initial prompt into the first context).
+  A seat's chat only grows: every request and reply stays in it, which is what the trainer
+  adapters need to train on one conversation per seat (see privateshared for the one place
+  where clembench differs);
 - :class:`GameEpisode` puts a policy on the trained seats and a scripted player on the others, so
   ``current_seat`` is always a trained seat; every reply of every seat is logged as a turn
   (its observation and reply), which is what turn-level SFT data and PRM labels are made of.
@@ -41,7 +42,6 @@ class GameError(RuntimeError):
 class Request:
     seat: str
     content: str
-    memorize: bool = True
 
 
 @dataclass
@@ -51,7 +51,6 @@ class Turn:
     seat: str
     messages: list[Message]
     response: str
-    memorized: bool
     verdict: str = "ok"
 
 
@@ -77,8 +76,8 @@ class GameMaster:
         self.log: list[str] = []  # game-master events, shown in transcripts
 
     # --- what games call -------------------------------------------------------------------
-    def ask(self, seat: str, content: str, memorize: bool = True) -> None:
-        self.request = Request(seat, content, memorize)
+    def ask(self, seat: str, content: str) -> None:
+        self.request = Request(seat, content)
 
     def win(self, note: str = "") -> None:
         self._end("success", note)
@@ -250,13 +249,11 @@ class GameEpisode:
         if request is None:
             raise GameError(f"{self.game.name}: step() on a finished episode")
         messages = self.observation()
-        if request.memorize:  # the rules stay in the chat only once a kept exchange carries them
-            self.greeted.add(request.seat)
+        self.greeted.add(request.seat)
         self.game.reply(text)
         verdict = f"aborted: {self.game.abort_reason}" if self.game.outcome == "aborted" else "ok"
-        self.turns.append(Turn(request.seat, messages, text, request.memorize, verdict))
-        if request.memorize:
-            self.history[request.seat] = [*messages, {"role": "assistant", "content": text}]
+        self.turns.append(Turn(request.seat, messages, text, verdict))
+        self.history[request.seat] = [*messages, {"role": "assistant", "content": text}]
 
     def _play_partners(self) -> None:
         moves = {"perfect": self.game.perfect, "random": self.game.random}[self.partner]

@@ -30,6 +30,7 @@ from rlplugs.rewards import RewardComponent, Sample, Score, Unscorable
 
 from clembench_games.instances import GAMES, SPLITS, instances, new_game
 from clembench_games.master import GameEpisode, play_scripted
+from clembench_games.reference import reference_policy
 from clembench_games.sft import turn_samples
 from clembench_games.transcripts import save_episode
 
@@ -164,7 +165,7 @@ def build(cfg: ClembenchGamesConfig | None = None) -> EnvSpec:
             **({"won-episodes": partial(sft_won_episodes, cfg.sft_data)} if cfg.sft_data else {}),
             "scripted-wins": partial(sft_scripted_wins, cfg),
         },
-        reference_policy=None,  # the perfect players read game state; see README "Scripted players"
+        reference_policy=reference_policy,
         render=render,
     )
 

@@ -3,8 +3,10 @@ what it has told its partner?
 
 The answerer (the LLM seat) holds private information for a scenario (a trip, a restaurant order,
 a job offer). A programmatic questioner asks for one slot at a time. After every answer the game
-master *probes* the answerer, aside, for every slot: "does the other person already know it?";
-probes are not kept in the answerer's chat. A slot becomes shared once it was asked and answered.
+master *probes* the answerer, aside, for every slot: "does the other person already know it?".
+A slot becomes shared once it was asked and answered. Unlike clembench, where probes are not
+remembered by the answerer, probes and their answers stay in the answerer's chat: every trainer
+adapter trains on one growing conversation per seat, and a chat that forgets turns cannot be one.
 
 Scores: slot accuracy (the answer contains the private value) and Cohen's kappa between the
 probe answers and the truth, truncated at 0; Main Score = 100 x harmonic mean of the two.
@@ -98,7 +100,6 @@ class PrivateShared(GameMaster):
             "answerer",
             f"(Aside, the assistant does not hear this.) Does the assistant already know your "
             f"{self.slots[i]['slot']}? Answer with ANSWER: yes or ANSWER: no",
-            memorize=False,
         )
 
     def opening(self) -> None:

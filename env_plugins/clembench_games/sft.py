@@ -2,9 +2,8 @@
 
 Every reply of a seat the model played becomes one chat sample: the messages that seat saw
 (rules, game-master prompts, its own earlier replies) followed by the reply as the assistant
-turn. Probing requests (not kept in the seat's chat) are samples too: they are turns the model
-must answer. Only episodes that were won (clembench Success) are kept, the won-episode recipe of
-the model card; thinking stays off because the messages carry no thinking blocks.
+turn. Only episodes that were won (clembench Success) are kept, the won-episode recipe of the
+model card; thinking stays off because the messages carry no thinking blocks.
 """
 
 from __future__ import annotations

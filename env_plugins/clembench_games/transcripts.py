@@ -2,8 +2,8 @@
 index page per run with the clemscore table and a link to every episode.
 
 The JSON is the source of truth (``games sft-data`` and ``games score`` read it); the HTML is for
-people: each turn shows the seat, the new prompt text the seat saw and its reply, with probing
-(not memorised) requests and aborts marked.
+people: each turn shows the seat, the new prompt text the seat saw and its reply, with aborts
+marked.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from clembench_games.scoring import clem_table
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
 .turn{border-radius:8px;padding:.6rem .9rem;margin:.6rem 0;white-space:pre-wrap;font-family:ui-monospace,monospace}
-.prompt{background:#f1f3f5}.reply{background:#e7f5ff;margin-left:3rem}.probe{border:2px dashed #adb5bd}
-.abort{background:#ffe3e3}.seat{font-weight:bold;font-family:system-ui}table{border-collapse:collapse}
+.prompt{background:#f1f3f5}.reply{background:#e7f5ff;margin-left:3rem}.abort{background:#ffe3e3}.seat{font-weight:bold;font-family:system-ui}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:.2rem .6rem;text-align:right}td:first-child{text-align:left}"""
 
 
@@ -57,12 +56,11 @@ def episode_html(record: dict[str, Any]) -> str:
                  + f"<br><b>trained seats:</b> {html.escape(', '.join(record['trained_seats']))}"
                  + f"; partner: {html.escape(record['partner'])}<br>{html.escape(metrics)}</p>")
     for turn in record["turns"]:
-        probe = "" if turn["memorized"] else " probe"
         seat = html.escape(turn["seat"])
-        parts.append(f'<div class="turn prompt{probe}"><span class="seat">GM → {seat}</span>\n'
+        parts.append(f'<div class="turn prompt"><span class="seat">GM → {seat}</span>\n'
                      f"{html.escape(turn['messages'][-1]['content'])}</div>")
         abort = " abort" if turn["verdict"] != "ok" else ""
-        parts.append(f'<div class="turn reply{probe}{abort}"><span class="seat">{seat}</span>\n'
+        parts.append(f'<div class="turn reply{abort}"><span class="seat">{seat}</span>\n'
                      f"{html.escape(turn['response'])}"
                      + (f"\n<b>{html.escape(turn['verdict'])}</b>" if abort else "") + "</div>")
     for event in record["events"]:

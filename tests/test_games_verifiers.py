@@ -1,0 +1,39 @@
+"""clembench-games through verifiers v1 (the prime-rl path): the bridge's multi-seat Env plays a
+self-play episode with both seats answered over HTTP by the message-only reference player."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+vf = pytest.importorskip("verifiers.v1")
+from verifiers.v1.cli.eval.runner import run_eval  # noqa: E402
+from verifiers.v1.configs.cli.eval import EvalConfig  # noqa: E402
+from verifiers.v1.utils import loaders  # noqa: E402
+
+from rlplugs.policy_server import serve_policy  # noqa: E402
+
+from clembench_games.reference import reference_policy  # noqa: E402
+
+
+def test_loader_finds_the_taskset_and_the_multi_seat_env_by_id():
+    assert loaders.taskset_class("clembench-games").__name__ == "ClembenchGamesTaskset"
+    assert loaders.environment_class("clembench-games").__name__ == "ClembenchGamesEnv"
+
+
+def test_self_play_taboo_episode_trains_both_seats_and_is_scored(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
+    env = {"taskset": {"id": "clembench-games", "split": "validation", "games": ["taboo"]},
+           "agent": {"runtime": {"type": "subprocess"}}}
+    with serve_policy(reference_policy, idle_timeout_s=120) as server:
+        config = EvalConfig(env=env, model="reference", client={"base_url": server.base_url, "api_key_var": "RLPLUGS_TEST_KEY"},
+                            num_rollouts=1, push=False, rich=None, output_dir=tmp_path, select={"limit": 1})
+        (episode,) = asyncio.run(run_eval(config))
+    assert episode.ok, episode.errors
+    assert server.requests == 2  # describer clue, guesser guess: won in round one
+    assert len(episode.traces) == 2 and all(t.agent.trainable for t in episode.traces)
+    for trace in episode.traces:
+        assert trace.rewards["main_score"].score == 1.0 and trace.rewards["success"].score == 1.0
+    replies = sorted(t.last_reply for t in episode.traces)
+    assert replies[0].startswith("CLUE: my word spelled backwards") and replies[1].startswith("GUESS: ")
