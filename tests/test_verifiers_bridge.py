@@ -19,7 +19,9 @@ from verifiers.v1.cli.eval.runner import run_eval  # noqa: E402
 from verifiers.v1.configs.cli.eval import EvalConfig  # noqa: E402
 from verifiers.v1.utils import loaders  # noqa: E402
 
+import rlplugs  # noqa: E402
 from rlplugs.policy_server import serve_policy  # noqa: E402
+from rlplugs.registry import Registration, get_registry  # noqa: E402
 
 
 def numbered(messages):
@@ -29,7 +31,7 @@ def numbered(messages):
 
 def run_vf_eval(tmp_path, monkeypatch, env: dict, limit: int):
     monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
-    with serve_policy(numbered, idle_timeout_s=120) as server:
+    with serve_policy(lambda messages: numbered(messages), idle_timeout_s=120) as server:
         config = EvalConfig(
             env=env, model="scripted", client={"base_url": server.base_url, "api_key_var": "RLPLUGS_TEST_KEY"},
             num_rollouts=1, push=False, rich=None, output_dir=tmp_path, select={"limit": limit},
@@ -95,3 +97,52 @@ def test_multi_turn_episode_is_played_through_the_env_with_sibling_attempts(tmp_
         assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
         assert [n.message.content for n in trace.nodes if n.message.role == "user"][1:] == ["Next number?"] * 2
         assert trace.rewards["digits"].score == 1.0 and trace.rewards["final_len"].weight == 0.2
+
+
+class SiblingsPlugin:
+    """A single-turn env with a group component, registered in-process for one test."""
+
+    @staticmethod
+    def build():
+        from datasets import Dataset
+
+        from rlplugs.envspec import EnvSpec
+        from rlplugs.rewards import RewardComponent, Sample
+
+        def distinct(samples: list[Sample]) -> list[float]:
+            texts = [s.completion for s in samples]
+            return [float(texts.count(t) == 1) for t in texts]
+
+        rows = lambda: Dataset.from_list([{"prompt": [{"role": "user", "content": "Say something new."}]}])  # noqa: E731
+        return EnvSpec(
+            name="siblings-test", description="Sibling diversity (test).", datasets={"train": rows},
+            components=[RewardComponent("length", lambda s: float(len(s.completion)), 0.5), RewardComponent("distinct", distinct, 2.0, group=True)],
+            preflight_samples=lambda: [],
+        )
+
+    @rlplugs.hookimpl
+    def rlplugs_register_environments(self):
+        return [Registration("siblings-test", self.build, "sibling diversity (test)")]
+
+
+def test_group_component_compares_sibling_attempts_in_env_finalize(tmp_path, monkeypatch):
+    get_registry().register(SiblingsPlugin(), "siblings-test")
+    package = tmp_path / "modules" / "siblings_test"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        '__all__ = ["SiblingsTestTaskset", "SiblingsTestEnv", "SiblingsTestHarness"]\n\n\n'
+        "def __getattr__(name):\n"
+        "    from rlplugs.verifiers_bridge import verifiers_export\n\n"
+        '    return verifiers_export("siblings-test", name)\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
+    replies = iter(["first", "first", "third"])  # two siblings agree, so only the third is distinct
+    monkeypatch.setattr(sys.modules[__name__], "numbered", lambda messages: next(replies))
+    episodes, requests = run_vf_eval(tmp_path / "out", monkeypatch, {"taskset": {"id": "siblings-test"}, "n": 3}, limit=1)
+    (episode,) = episodes
+    assert episode.ok, episode.errors
+    by_reply = {t.last_reply: t for t in episode.traces}
+    assert len(episode.traces) == 3 and set(by_reply) == {"first", "third"}
+    assert by_reply["third"].rewards["distinct"].score == 1.0 and by_reply["third"].rewards["distinct"].weight == 2.0
+    assert [t.rewards["distinct"].score for t in episode.traces].count(0.0) == 2
+    assert by_reply["third"].rewards["length"].score == 5.0  # per-trace component scored by the Task

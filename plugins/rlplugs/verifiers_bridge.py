@@ -45,6 +45,7 @@ import contextlib
 import copy
 import functools
 import importlib.util
+import json
 import sys
 import types
 from collections.abc import Iterator
@@ -69,15 +70,11 @@ def class_prefix(env_name: str) -> str:
 
 @functools.cache
 def _spec(env_name: str, options_json: str) -> EnvSpec:
-    import json
-
     return get_environment(env_name, json.loads(options_json))
 
 
 def spec_for(env_name: str, options: dict[str, Any]) -> EnvSpec:
     """The EnvSpec for these options, built once per process (scoring runs per trace)."""
-    import json
-
     return _spec(env_name, json.dumps(options, sort_keys=True, default=str))
 
 
@@ -133,7 +130,8 @@ class RowTask(vf.Task[RowData, vf.State, vf.TaskConfig]):
             return await super().score(trace, runtime)
         cache = self.__dict__.setdefault("_scores", {})
         own = [c for c in spec.components if not c.group]
-        cache[trace.id] = (await spec.ascore([_sample(data, trace.last_reply)]))[0] if own else {}
+        scored = (await spec.ascore([_sample(data, trace.last_reply)]))[0] if own else {}
+        cache[trace.id] = {c.name: scored[c.name] for c in own}  # group components: see EpisodeEnv.finalize
         try:
             await super().score(trace, runtime)  # the decorated/plugged rewards read the cache
         finally:
