@@ -32,7 +32,9 @@ class AppState(Stateful):
         return {"model": model_sd, "optimizers": optim_sd}
 
     def load_state_dict(self, state_dict):
-        set_state_dict(self.model, self.optimizer, model_state_dict=state_dict["model"], optim_state_dict=state_dict["optimizers"])
+        set_state_dict(
+            self.model, self.optimizer, model_state_dict=state_dict["model"], optim_state_dict=state_dict["optimizers"]
+        )
 
 
 @pytest.fixture(scope="module")
@@ -83,15 +85,15 @@ def _sha(directory: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in directory.glob("*.distcp")}
 
 
-def test_strict_load_fails_before_repair_and_succeeds_after_with_trained_state_bit_identical(
-    text_only_step, step_dir
-):
+def test_strict_load_fails_before_repair_and_succeeds_after_with_trained_state_bit_identical(text_only_step, step_dir):
     _, saved, stateless = text_only_step
     trainer_dir = step_dir / "trainer"
     before = _sha(trainer_dir)
 
     model, optim = _fresh()
-    with pytest.raises(CheckpointException, match=r"Missing key in checkpoint state_dict: app\.optimizers\.state\.model\.visual\."):
+    with pytest.raises(
+        CheckpointException, match=r"Missing key in checkpoint state_dict: app\.optimizers\.state\.model\.visual\."
+    ):
         dcp.load({"app": AppState(model, optim)}, checkpoint_id=str(trainer_dir))
 
     report = repair_optimizer_state(step_dir)

@@ -97,7 +97,11 @@ def test_bf16_shards_under_a_float32_label_only_get_the_label_fixed(ckpt):
     (ckpt / "config.json").write_text(json.dumps(config))
     shards = {p.name: p.read_bytes() for p in ckpt.glob("*.safetensors")}
     report = fix_dtype(ckpt, "bfloat16")
-    assert report.shards_rewritten == [] and sorted(report.config_keys_rewritten) == ["dtype", "text_config.dtype", "vision_config.dtype"]
+    assert report.shards_rewritten == [] and sorted(report.config_keys_rewritten) == [
+        "dtype",
+        "text_config.dtype",
+        "vision_config.dtype",
+    ]
     assert {p.name: p.read_bytes() for p in ckpt.glob("*.safetensors")} == shards
 
 
@@ -140,7 +144,8 @@ def _shard_with_unknown_dtype(ckpt: Path) -> str:
 
 
 @pytest.mark.parametrize(
-    "corrupt", [_truncate_last_shard, _index_points_at_wrong_shard, _index_names_missing_shard, _shard_with_unknown_dtype]
+    "corrupt",
+    [_truncate_last_shard, _index_points_at_wrong_shard, _index_names_missing_shard, _shard_with_unknown_dtype],
 )
 def test_corrupt_checkpoint_is_refused_and_left_byte_identical(ckpt, corrupt):
     """The first shard is valid and fp32: a fixer that converted shard by shard would have

@@ -43,7 +43,9 @@ def _run(model_dir, out, dtype, fixups: dict[str, dict], max_steps):
 
 def test_bf16_weights_with_adamw_at_lr_1e6_trip_the_guard_naming_cause_and_fix(tiny_qwen35, tmp_path, caplog):
     with caplog.at_level(logging.ERROR, logger="rlplugs.checkpoint.guards"):
-        trainer, cbs = _run(tiny_qwen35, tmp_path, torch.bfloat16, {"bf16-noop-guard": {"check_steps": 2}, "segments": {}}, 6)
+        trainer, cbs = _run(
+            tiny_qwen35, tmp_path, torch.bfloat16, {"bf16-noop-guard": {"check_steps": 2}, "segments": {}}, 6
+        )
     guard = cbs["bf16-noop-guard"]
     assert trainer.state.global_step == 2  # stopped right after judging, 4 steps early
     assert guard.changed_fraction < 0.1

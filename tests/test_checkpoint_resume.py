@@ -56,8 +56,16 @@ def _model(model_dir: Path, lora: bool):
 
         from rlplugs.tiny_models import QWEN35_LORA_TARGETS
 
-        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1, target_modules=QWEN35_LORA_TARGETS))
+        model = get_peft_model(
+            model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1, target_modules=QWEN35_LORA_TARGETS)
+        )
     return model
+
+
+def _ckpt_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlplugs")
+    get_registry().add_cli_commands(parser.add_subparsers(dest="command"))
+    return parser
 
 
 def _fixup_callback(name: str, args):
@@ -90,7 +98,9 @@ def sgd_runs(tmp_path_factory, tiny_qwen35):
     in the same output folder, as a restart after a lost optimizer state would be."""
     out = tmp_path_factory.mktemp("sgd") / "run"
     full = _train(tiny_qwen35, out, "sgd", 4)
-    stripped = strip_optimizer(out / "checkpoint-2")
+    args = _ckpt_parser().parse_args(["ckpt", "strip-optimizer", str(out / "checkpoint-2")])
+    assert args.func(args) == 0
+    stripped = out / "checkpoint-2-fresh-optimizer"
     resumed = _train(tiny_qwen35, out, "sgd", 4, resume=stripped, fixups=("fresh-optimizer-resume", "segments"))
     return out, stripped, full, resumed
 
@@ -127,12 +137,15 @@ def test_segments_record_the_fresh_optimizer_restart_and_print_the_chain(sgd_run
     out, stripped, _, _ = sgd_runs
     first, second = SegmentLog(out).segments
     assert (first.start_step, first.end_step, first.end_reason, first.optimizer_carried) == (0, 4, "completed", False)
-    assert (second.start_step, second.end_step, second.end_reason, second.optimizer_carried) == (2, 4, "completed", False)
+    assert (second.start_step, second.end_step, second.end_reason, second.optimizer_carried) == (
+        2,
+        4,
+        "completed",
+        False,
+    )
     assert second.resumed_from == str(stripped)
 
-    parser = argparse.ArgumentParser(prog="rlplugs")
-    get_registry().add_cli_commands(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["ckpt", "segments", str(out)])
+    args = _ckpt_parser().parse_args(["ckpt", "segments", str(out)])
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     assert "0 → 4" in printed and "2 → 4" in printed and "fresh" in printed and "completed" in printed
@@ -140,8 +153,7 @@ def test_segments_record_the_fresh_optimizer_restart_and_print_the_chain(sgd_run
 
 def test_segment_left_open_by_a_crash_is_closed_as_interrupted_by_the_next_one(tmp_path, capsys):
     """prime-rl has no hooks: its launcher records segments through the CLI."""
-    parser = argparse.ArgumentParser(prog="rlplugs")
-    get_registry().add_cli_commands(parser.add_subparsers(dest="command"))
+    parser = _ckpt_parser()
 
     def run(*argv):
         args = parser.parse_args(["ckpt", "segments", str(tmp_path), *argv])

@@ -68,7 +68,9 @@ def test_completions_ending_in_eos_are_not_warned_about(tiny_qwen35, tmp_path):
 @pytest.mark.parametrize("shares, warned_at", [([0.016, 0.05, 0.38, 0.4, 0.1, 0.3], [3, 6])])
 def test_warning_repeats_only_after_the_share_falls_back_below_threshold(tmp_path, shares, warned_at):
     """The card's run: 1.6% clipped at the start, 38% later."""
-    monitor = get_registry().get("checkpoint_fixup", "truncation-monitor").build({"threshold": 0.2}).trainer_callback(None)
+    monitor = (
+        get_registry().get("checkpoint_fixup", "truncation-monitor").build({"threshold": 0.2}).trainer_callback(None)
+    )
     args = SimpleNamespace(output_dir=str(tmp_path))
     for step, share in enumerate(shares, 1):
         state = SimpleNamespace(global_step=step, is_world_process_zero=True)

@@ -38,7 +38,9 @@ def cmd_fix_dtype(args: argparse.Namespace) -> int:
     if not report.changed:
         out.print(f"{args.dir}: already {args.dtype}, nothing to do")
         return 0
-    out.print(f"{args.dir}: {report.tensors_cast} tensors cast to {args.dtype} in {len(report.shards_rewritten)} shard(s)")
+    out.print(
+        f"{args.dir}: {report.tensors_cast} tensors cast to {args.dtype} in {len(report.shards_rewritten)} shard(s)"
+    )
     if report.config_keys_rewritten:
         out.print(f"config.json: {', '.join(report.config_keys_rewritten)} -> {args.dtype}")
     return 0
@@ -119,7 +121,9 @@ def add_ckpt_command(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--optimizer-prefix", default="app.optimizers.", help="flattened key prefix of the optimizer state")
     p.set_defaults(func=cmd_repair_optimizer)
 
-    p = sub.add_parser("strip-optimizer", help="weights-only copy of a TRL/transformers checkpoint for a fresh-optimizer resume")
+    p = sub.add_parser(
+        "strip-optimizer", help="weights-only copy of a TRL/transformers checkpoint for a fresh-optimizer resume"
+    )
     p.add_argument("checkpoint", help="a checkpoint-N folder")
     p.add_argument("--out", default=None, help="output folder (default <checkpoint>-fresh-optimizer)")
     p.set_defaults(func=cmd_strip_optimizer)

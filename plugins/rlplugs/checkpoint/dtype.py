@@ -217,7 +217,9 @@ def fix_dtype(directory: str | os.PathLike[str], dtype: str = "bfloat16") -> Dty
 
     report = DtypeFixReport(directory, dtype)
     code = _SAFETENSORS_CODE[dtype]
-    to_cast = [n for n, h in headers.items() if any(i["dtype"] in _CASTABLE and i["dtype"] != code for i in h.tensors.values())]
+    to_cast = [
+        n for n, h in headers.items() if any(i["dtype"] in _CASTABLE and i["dtype"] != code for i in h.tensors.values())
+    ]
     if config is not None:
         report.config_keys_rewritten = _rewrite_config_dtypes(config, dtype)
         if config.get("dtype") != dtype:  # transformers 5 reads the top-level "dtype"
@@ -232,7 +234,10 @@ def fix_dtype(directory: str | os.PathLike[str], dtype: str = "bfloat16") -> Dty
             report.tensors_cast += _cast_shard(headers[name], dtype, staging / name)
             read_shard_header(staging / name)  # the staged copy must itself be sound
         if index is not None and to_cast:
-            sizes = {n: read_shard_header(staging / n).data_bytes if n in to_cast else h.data_bytes for n, h in headers.items()}
+            sizes = {
+                n: read_shard_header(staging / n).data_bytes if n in to_cast else h.data_bytes
+                for n, h in headers.items()
+            }
             index.setdefault("metadata", {})["total_size"] = sum(sizes.values())
             _write_json(staging / index_path.name, index)
         if report.config_keys_rewritten:
@@ -250,6 +255,10 @@ def fix_dtype(directory: str | os.PathLike[str], dtype: str = "bfloat16") -> Dty
         shutil.rmtree(staging, ignore_errors=True)
     log.info(
         "fix-dtype %s -> %s: %d tensors cast in %d shards; config keys %s",
-        directory, dtype, report.tensors_cast, len(report.shards_rewritten), report.config_keys_rewritten,
+        directory,
+        dtype,
+        report.tensors_cast,
+        len(report.shards_rewritten),
+        report.config_keys_rewritten,
     )
     return report

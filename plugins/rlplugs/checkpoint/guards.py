@@ -74,7 +74,11 @@ class NoOpUpdateGuard(TrainerCallback):
         if frac is None:
             log.warning("bf16-noop-guard: no sampled parameter had a non-zero gradient and lr > 0; cannot judge")
             return
-        log.info("bf16-noop-guard: %.1f%% of updated parameter elements changed over %d steps", 100 * frac, self.steps_checked)
+        log.info(
+            "bf16-noop-guard: %.1f%% of updated parameter elements changed over %d steps",
+            100 * frac,
+            self.steps_checked,
+        )
         if frac >= self.min_changed_fraction:
             return
         dtypes = sorted({str(p.dtype).removeprefix("torch.") for p, _, _ in self._before})

@@ -53,14 +53,24 @@ class TruncationConfig(StrictConfig):
     metric: str = Field("completions/clipped_ratio", description="logged metric holding the clipped share")
 
 
+#: One line per tool, shown by ``rlplugs list`` and carried by the built :class:`Fixup`.
+SUMMARIES = {
+    "fix-dtype": "rewrite config dtype labels and cast safetensors shards (CLI; callback: final export)",
+    "fresh-optimizer-resume": "resume from weights with a fresh optimizer, keeping step, LR schedule, RNG, data order",
+    "repair-optimizer": "add missing optimizer state to a DCP checkpoint so a strict load succeeds (prime-rl)",
+    "segments": "record training segments (start/end step, why it ended, optimizer carried)",
+    "bf16-noop-guard": "stop a run whose optimizer updates round away in bf16",
+    "truncation-monitor": "per-env share of completions clipped at the limit, warned above a threshold",
+}
+
+
 def _fix_dtype(cfg: FixDtypeConfig) -> Fixup:
     def make(training_args, env_spec):
         from rlplugs.checkpoint.export import DtypeExportCallback
 
         return DtypeExportCallback(cfg.dtype, cfg.subdir)
 
-    return Fixup("fix-dtype", f"final export rewritten to {cfg.dtype} (config labels + shards)", make,
-                 "rlplugs ckpt fix-dtype DIR")  # fmt: skip
+    return Fixup("fix-dtype", SUMMARIES["fix-dtype"], make, "rlplugs ckpt fix-dtype DIR")
 
 
 def _fresh_optimizer_resume() -> Fixup:
@@ -69,13 +79,13 @@ def _fresh_optimizer_resume() -> Fixup:
 
         return FreshOptimizerCallback()
 
-    return Fixup("fresh-optimizer-resume", "resume weights, step, LR schedule, RNG and data order; fresh optimizer",
-                 make, "rlplugs ckpt strip-optimizer CHECKPOINT")  # fmt: skip
+    name = "fresh-optimizer-resume"
+    return Fixup(name, SUMMARIES[name], make, "rlplugs ckpt strip-optimizer CHECKPOINT")
 
 
 def _repair_optimizer() -> Fixup:
-    return Fixup("repair-optimizer", "add missing per-parameter optimizer state to a DCP checkpoint",
-                 command="rlplugs ckpt repair-optimizer STEP_DIR")  # fmt: skip
+    name = "repair-optimizer"
+    return Fixup(name, SUMMARIES[name], command="rlplugs ckpt repair-optimizer STEP_DIR")
 
 
 def _segments() -> Fixup:
@@ -84,8 +94,7 @@ def _segments() -> Fixup:
 
         return SegmentCallback()
 
-    return Fixup("segments", "record each training segment (steps, end reason, optimizer carried)", make,
-                 "rlplugs ckpt segments RUN_DIR")  # fmt: skip
+    return Fixup("segments", SUMMARIES["segments"], make, "rlplugs ckpt segments RUN_DIR")
 
 
 def _noop_guard(cfg: NoOpGuardConfig) -> Fixup:
@@ -94,7 +103,7 @@ def _noop_guard(cfg: NoOpGuardConfig) -> Fixup:
 
         return NoOpUpdateGuard(cfg.check_steps, cfg.min_changed_fraction, cfg.sample_per_tensor)
 
-    return Fixup("bf16-noop-guard", "stop training when optimizer updates round away in low precision", make)
+    return Fixup("bf16-noop-guard", SUMMARIES["bf16-noop-guard"], make)
 
 
 def _truncation_monitor(cfg: TruncationConfig) -> Fixup:
@@ -103,20 +112,22 @@ def _truncation_monitor(cfg: TruncationConfig) -> Fixup:
 
         return TruncationMonitor(getattr(env_spec, "name", None) or "default", cfg.threshold, cfg.metric)
 
-    return Fixup("truncation-monitor", "per-env share of completions clipped at the limit, warned above a threshold",
-                 make)  # fmt: skip
+    return Fixup("truncation-monitor", SUMMARIES["truncation-monitor"], make)
+
+
+_FACTORIES: dict[str, tuple[Callable[..., Fixup], type | None]] = {
+    "fix-dtype": (_fix_dtype, FixDtypeConfig),
+    "fresh-optimizer-resume": (_fresh_optimizer_resume, None),
+    "repair-optimizer": (_repair_optimizer, None),
+    "segments": (_segments, None),
+    "bf16-noop-guard": (_noop_guard, NoOpGuardConfig),
+    "truncation-monitor": (_truncation_monitor, TruncationConfig),
+}
 
 
 @hookimpl
 def rlplugs_register_checkpoint_fixups() -> list[Registration]:
-    return [
-        Registration("fix-dtype", _fix_dtype, "rewrite config dtype labels and cast safetensors shards (CLI + final-export callback)", FixDtypeConfig),
-        Registration("fresh-optimizer-resume", _fresh_optimizer_resume, "resume from weights with a fresh optimizer, keeping step, LR schedule, RNG, data order"),
-        Registration("repair-optimizer", _repair_optimizer, "add missing optimizer state to a DCP checkpoint so a strict load succeeds (prime-rl)"),
-        Registration("segments", _segments, "record training segments (start/end step, why it ended, optimizer carried)"),
-        Registration("bf16-noop-guard", _noop_guard, "stop a run whose optimizer updates round away in bf16", NoOpGuardConfig),
-        Registration("truncation-monitor", _truncation_monitor, "per-env clipped-completion share, warned above a threshold", TruncationConfig),
-    ]  # fmt: skip
+    return [Registration(name, factory, SUMMARIES[name], config) for name, (factory, config) in _FACTORIES.items()]
 
 
 @hookimpl

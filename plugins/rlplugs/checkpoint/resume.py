@@ -113,5 +113,8 @@ class FreshOptimizerCallback(TrainerCallback):
             group["lr"] = lr
         log.info(
             "fresh optimizer at step %d (cleared %d loaded parameter states); LR schedule at step %d, lr=%s",
-            state.global_step, self.cleared_states, sched.last_epoch, sched.get_last_lr(),
+            state.global_step,
+            self.cleared_states,
+            sched.last_epoch,
+            sched.get_last_lr(),
         )
