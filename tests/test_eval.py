@@ -115,9 +115,13 @@ def test_cli_eval_with_tiny_qwen35(env, tiny_qwen35, tmp_path, plugin_env):
     assert all(s["completion"] != "abc" and s["completion"] != "7" for s in samples)  # the model answered, not the reference
 
 
-def test_cli_eval_unknown_guidance_is_a_usage_error(plugin_env, tmp_path):
+@pytest.mark.parametrize(
+    "env, message",
+    [("count-test", "unknown guidance 'best-of-nine'"), ("letters-test", "env 'letters-test' is single-turn")],
+)
+def test_cli_eval_guidance_misuse_is_a_usage_error(env, message, plugin_env, tmp_path):
     out = subprocess.run(
-        [RLPLUGS, "eval", "--env", "count-test", "--policy", "reference", "--guidance", "best-of-nine", "--out", str(tmp_path)],
+        [RLPLUGS, "eval", "--env", env, "--policy", "reference", "--guidance", "best-of-nine", "--out", str(tmp_path)],
         env=plugin_env, capture_output=True, text=True, timeout=120,
     )
-    assert out.returncode == 2 and "unknown guidance 'best-of-nine'" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

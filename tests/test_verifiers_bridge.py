@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -67,11 +68,17 @@ def test_importing_an_env_module_does_not_import_verifiers(plugin_env):
 
 
 def test_single_turn_rollouts_are_scored_per_component_with_weights_and_unscored_left_none(tmp_path, monkeypatch):
-    env = {
-        "taskset": {"id": "letters-test", "split": "validation", "dead_component": True,
-                    "task": {"rewards": {"brevity": {"weight": 0.1}}}},  # a TOML reweight of one component
-        "agent": {"runtime": {"type": "subprocess"}},
-    }
+    env = tomllib.loads(
+        """
+        [env.taskset]
+        id = "letters-test"
+        split = "validation"
+        dead_component = true                     # an env option, validated by the env's StrictConfig
+        task.rewards.brevity = { weight = 0.1 }   # reweight one component without code
+        [env.agent.runtime]
+        type = "subprocess"
+        """
+    )["env"]
     episodes, requests = run_vf_eval(tmp_path, monkeypatch, env, limit=2)
     assert requests == 2
     for episode in episodes:

@@ -177,6 +177,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         enable_thinking=args.enable_thinking,
     )
     guidance = None
+    if args.guidance and not spec.multi_turn:
+        raise UsageError(f"--guidance plays multi-turn episodes; env '{spec.name}' is single-turn")
     if args.guidance:
         options = {k: getattr(args, k) for k in ("n", "beam_width", "prm") if getattr(args, k) is not None}
         try:
@@ -265,7 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.DEBUG if "-v" in argv[:1] or "--verbose" in argv[:1] else logging.WARNING)
+    verbose = "-v" in argv[:1] or "--verbose" in argv[:1]
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         if argv and argv[0] in TRAINING_COMMANDS:
             return run_training(argv[0], argv[1:])
