@@ -155,3 +155,20 @@ def test_startup_hook_leaves_other_trl_versions_untouched(plugin_env):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "EnvTrainingCommand" not in proc.stdout and "TrainingCommand" in proc.stdout
     assert "outside the tested range" in proc.stdout
+
+
+def test_env_defaults_apply_only_where_the_user_set_nothing(tmp_path):
+    from rlplugs.trl.arguments import make_grpo_parser, parse_with_env_defaults
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "trl" / "letters-test.yaml"
+    (script, train, _, _), spec = parse_with_env_defaults(make_grpo_parser(), ["--config", str(config)])
+    assert spec.name == "letters-test" and script.filter_zero_spread_groups and train.max_steps == 2
+    assert [c.name for c in spec.components] == ["letters", "brevity", "length-penalty"]
+    assert train.chat_template_kwargs == {"enable_thinking": False}  # the env's default
+    override = ["--config", str(config), "--chat_template_kwargs", '{"enable_thinking": true}', "--max_steps", "3"]
+    (_, train, _, _), _ = parse_with_env_defaults(make_grpo_parser(), override)
+    assert train.chat_template_kwargs == {"enable_thinking": True} and train.max_steps == 3  # CLI wins
+    yaml_override = tmp_path / "own.yaml"
+    yaml_override.write_text(config.read_text() + "chat_template_kwargs: {enable_thinking: true}\n")
+    (_, train, _, _), _ = parse_with_env_defaults(make_grpo_parser(), ["--config", str(yaml_override)])
+    assert train.chat_template_kwargs == {"enable_thinking": True}  # YAML wins over the env default
