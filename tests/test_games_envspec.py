@@ -24,18 +24,23 @@ def test_registered_spec_has_splits_components_eval_protocol_and_sft_set(spec):
     assert spec.eval.report_by == ("game",) and spec.eval.success_component == "success"
     assert spec.eval.temperature == 0.0 and spec.eval.enable_thinking is False
     sft = spec.sft_dataset("scripted-wins")
-    assert len(sft) > 0 and sft[0]["messages"][-1]["role"] == "assistant"
+    assert len(sft) > 0 and [m["role"] for m in sft[0]["completion"]] == ["assistant"]
+    assert sft[0]["prompt"][-1]["role"] == "user"  # only the final turn is trained
 
 
-def test_self_play_rows_cover_every_game_and_rebuild_the_same_episode_after_arrow(spec):
+def test_self_play_rows_give_each_seat_a_row_and_rebuild_the_same_episode_after_arrow(spec):
     ds = spec.dataset("validation")
-    assert set(ds.column_names) >= {"game", "experiment", "instance_id", "seed", "seat", "prompt"}
+    assert set(ds.column_names) >= {"game", "experiment", "instance_id", "seed", "seat", "prompt", "self_play"}
     assert set(ds["game"]) == set(GAMES)
-    row = next(r for r in ds if r["game"] == "taboo")
-    assert row["seat"] == "all"
-    ep = spec.episodes(row)
+    taboo = [r for r in ds if r["game"] == "taboo" and r["instance_id"] == "validation-short_words-0"]
+    assert sorted(r["seat"] for r in taboo) == ["describer", "guesser"] and all(r["self_play"] for r in taboo)
+    describer, guesser = sorted(taboo, key=lambda r: r["seat"])
+    ep = spec.episodes(describer)
     assert isinstance(ep, Episode) and set(ep.trained_seats) == {"describer", "guesser"}
-    assert ep.observation() == row["prompt"]
+    assert ep.observation() == describer["prompt"]  # the seat that acts first: its real opening
+    assert guesser["prompt"][0]["content"].startswith("We play Taboo. Another player describes")
+    ep.step("CLUE: a light you carry")
+    assert ep.current_seat == "guesser"  # self-play: the policy answers for the partner too
 
 
 def test_single_seat_rows_give_each_llm_seat_its_own_row_against_a_scripted_partner():

@@ -37,7 +37,10 @@ def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, spl
     """Play ``episodes`` episodes of each game with ``policy`` and save them under ``out``.
     ``seat`` keeps only rows of that seat (with ``seats="single"``: the model plays only it)."""
     cfg = ClembenchGamesConfig(games=tuple(games), seats=seats)
-    candidates = [r for r in rows(cfg, split) if seat is None or r["seat"] == seat]
+    # a self-play episode is the same whichever seat's row starts it: play each instance once
+    first_seat = {g: GAMES[g].seats[0] for g in cfg.games}
+    candidates = [r for r in rows(cfg, split)
+                  if (r["seat"] == seat if seat else not r["self_play"] or r["seat"] == first_seat[r["game"]])]
     picked = [r for g in cfg.games for r in _pick([r for r in candidates if r["game"] == g], episodes)]
     running = [episode_for_row(r) for r in picked]
     for ep in running:

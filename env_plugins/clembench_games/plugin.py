@@ -1,12 +1,12 @@
 """Registers ``clembench-games``: config -> dataset rows -> episodes -> reward components -> EnvSpec.
 
-Rows: one per (instance, seat). With ``seats="single"`` every LLM seat of a game gets its own row
-and the other seats are played by a scripted partner; with ``seats="self-play"`` (clembench's
-protocol) a game with several LLM seats gets one row whose ``seat`` is ``"all"`` and the policy
-plays every seat. Either way each seat's turns are separate training samples (the trainer
-adapters take them from ``Episode.trained_seats`` / ``transcript(seat)``). Rows carry ``game``,
-``experiment``, ``instance_id``, ``seed``, ``seat``, ``prompt`` (the opening messages of the first
-seat the policy plays) and ``instance`` (JSON), which ``episodes(row)`` rebuilds the game from.
+Rows: one per (instance, LLM seat); ``seat`` names the seat whose turns are this row's training
+sample. With ``seats="self-play"`` (clembench's protocol) the policy plays every seat of the
+episode (``self_play`` is true; the row's seat is the one trained from it); with
+``seats="single"`` the other seats are played by a scripted partner. Rows also carry ``game``,
+``experiment``, ``instance_id``, ``seed``, ``instance`` (JSON, which ``episodes(row)`` rebuilds
+the game from) and ``prompt``: the seat's opening messages when it acts first, otherwise (its
+opening depends on the other seats' moves) its rules as the first user message.
 
 Rewards: ``main_score`` (Main Score / 100), ``played`` (1 - Aborted) and ``success``. An aborted
 episode scores 0 on all three with the reason "aborted: ..." - a real score (the model broke
@@ -65,7 +65,7 @@ def episode_for_row(row: dict[str, Any], partner: str = "perfect") -> GameEpisod
     """The episode a dataset row describes (also used for rows that came back through Arrow)."""
     instance = json.loads(row["instance"]) if isinstance(row["instance"], str) else row["instance"]
     game = new_game(instance)
-    seats = game.seats if row["seat"] == "all" else (row["seat"],)
+    seats = game.seats if row.get("self_play") else (row["seat"],)
     meta = {k: row[k] for k in ("experiment", "instance_id", "seat") if k in row}
     return GameEpisode(game, tuple(seats), partner=partner, seed=int(row["seed"]), meta=meta)
 
@@ -75,12 +75,14 @@ def rows(cfg: ClembenchGamesConfig, split: str) -> list[dict[str, Any]]:
     seed = cfg.seed if split == "train" else 0
     out = []
     for game in cfg.games:
-        seat_sets = [("all",)] if cfg.seats == "self-play" and len(GAMES[game].seats) > 1 else [(s,) for s in GAMES[game].seats]
         for inst in instances(game, split, size, seed):
-            for (seat,) in seat_sets:
+            for seat in GAMES[game].seats:
                 row = {"game": game, "experiment": inst["experiment"], "instance_id": inst["instance_id"],
-                       "seed": inst["seed"], "seat": seat, "instance": json.dumps(inst)}
-                row["prompt"] = episode_for_row(row, cfg.partner).observation()
+                       "seed": inst["seed"], "seat": seat, "self_play": cfg.seats == "self-play",
+                       "instance": json.dumps(inst)}
+                ep = episode_for_row(row, cfg.partner)
+                rules = ep.game.rules[seat].format(**ep.game.instance)
+                row["prompt"] = ep.observation() if ep.current_seat == seat else [{"role": "user", "content": rules}]
                 out.append(row)
     return out
 
@@ -122,24 +124,28 @@ def preflight_samples(cfg: ClembenchGamesConfig) -> list[Sample]:
 
 
 def sft_scripted_wins(cfg: ClembenchGamesConfig):
-    """Turn-level chat samples from perfect scripted self-play on the train split (format warm-up)."""
-    from datasets import Dataset
-
+    """Turn samples from perfect scripted self-play on the train split (a format warm-up)."""
     samples = []
     for game in cfg.games:
         for inst in instances(game, "train", cfg.train_per_experiment, cfg.seed):
             samples += turn_samples(play_scripted(new_game(inst), "perfect", seed=inst["seed"]).record())
-    return Dataset.from_list(samples)
+    return as_prompt_completion(samples)
+
+
+def as_prompt_completion(samples: list[dict[str, Any]]):
+    """Chat samples -> TRL conversational prompt/completion rows, so SFT trains only the final turn
+    (the seat's earlier replies in the prompt are their own samples already)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": s["messages"][:-1], "completion": s["messages"][-1:]} for s in samples])
 
 
 def sft_won_episodes(path: str):
-    """The won-episode turn samples written by ``rlplugs games sft-data`` (chat ``messages`` only)."""
-    from datasets import Dataset
-
+    """The won-episode turn samples written by ``rlplugs games sft-data``."""
     lines = Path(path).read_text().splitlines()
     if not lines:
         raise ValueError(f"{path} holds no SFT samples (no episode was won in the collected runs)")
-    return Dataset.from_list([{"messages": json.loads(line)["messages"]} for line in lines])
+    return as_prompt_completion([json.loads(line) for line in lines])
 
 
 def render(sample: Sample, out_dir: Any) -> list[Path]:
