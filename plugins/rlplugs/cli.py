@@ -216,7 +216,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         success = result["success_rate"]
         console.print(
             f"[bold]{spec.name}[/bold] {split}: {result['counts']['samples']} samples, "
-            f"success {'n/a' if success is None else f'{success:.3f}'}, "
+            f"success rate {'n/a' if success is None else f'{success:.3f}'}; "
             + ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in result["components"].items())
         )
     console.print(f"report: {out / 'report.md'}")

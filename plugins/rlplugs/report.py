@@ -79,6 +79,11 @@ def markdown(meta: dict[str, Any], splits: dict[str, dict[str, Any]]) -> str:
                 lines.append(f"| {value} | {g['samples']} | {_fmt(g['success_rate'])} | {_fmt(g['weighted_reward'])} |")
         for picture in r.get("pictures", []):
             lines += ["", f"![{Path(picture).stem}]({picture})"]
+        if r.get("renders"):
+            lines += ["", f"### {meta['env']}'s own pictures", ""]
+            lines += [f"![{Path(f).stem}]({f})" if f.endswith(".png") else f"- [{Path(f).name}]({f})" for f in r["renders"]]
+        for error in r.get("render_errors", []):
+            lines.append(f"\nRender failed: {error}")
         lines.append("")
     return "\n".join(lines)
 
@@ -94,8 +99,9 @@ def plot_success_by(split: str, column: str, groups: dict[str, dict[str, Any]], 
     if all(v is None for v in values):
         return None
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(labels) + 2), 3.2))
-    ax.bar(labels, [v or 0.0 for v in values], color="#4c72b0")
-    ax.set_ylim(0, 1)
+    bars = ax.bar(labels, [v or 0.0 for v in values], color="#4c72b0")
+    ax.bar_label(bars, labels=[f"{_fmt(v)}\nn={groups[g]['samples']}" for g, v in zip(labels, values)], fontsize=8)
+    ax.set_ylim(0, 1.25)
     ax.set_ylabel("success rate")
     ax.set_title(f"{split}: success by {column}")
     ax.tick_params(axis="x", labelrotation=45)
@@ -119,6 +125,8 @@ def plot_components(split: str, records: list[dict[str, Any]], out: Path) -> Pat
         return None
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(data) + 2), 3.2))
     ax.boxplot(list(data.values()), showmeans=True)
+    values = [v for vs in data.values() for v in vs]
+    ax.set_ylim(min(0.0, min(values)) - 0.05, max(1.0, max(values)) + 0.05)  # rewards mostly live in [0, 1]
     ax.set_xticks(range(1, len(data) + 1), list(data))
     ax.set_ylabel("score")
     ax.set_title(f"{split}: reward components ({len(records)} samples)")
