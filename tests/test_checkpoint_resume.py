@@ -173,13 +173,21 @@ def test_segment_left_open_by_a_crash_is_closed_as_interrupted_by_the_next_one(t
 
 @pytest.fixture(scope="module")
 def adam_runs(tmp_path_factory, tiny_qwen35):
-    """AdamW with eps 1e-12, far below every gradient, so the fresh first step is exactly lr * sign(g)."""
+    """AdamW with eps 1e-12, far below every gradient, so the fresh first step is exactly lr * sign(g).
+    Step 3 is re-run from checkpoint-2 three ways: weights only + fresh optimizer, the full
+    checkpoint + fresh optimizer (the callback clears the loaded state), and a plain resume."""
     out = tmp_path_factory.mktemp("adam") / "run"
     full = _train(tiny_qwen35, out, "adamw_torch", 3, adam_epsilon=1e-12)
     stripped = strip_optimizer(out / "checkpoint-2")
-    resumed = _train(tiny_qwen35, tmp_path_factory.mktemp("adam-resumed"), "adamw_torch", 3, resume=stripped,
-                     fixups=("fresh-optimizer-resume",), adam_epsilon=1e-12)  # fmt: skip
-    return out, full, resumed
+
+    def resume(name, checkpoint, fixups):
+        return _train(tiny_qwen35, tmp_path_factory.mktemp(name), "adamw_torch", 3, resume=checkpoint,
+                      fixups=fixups, adam_epsilon=1e-12)  # fmt: skip
+
+    resumed = resume("stripped", stripped, ("fresh-optimizer-resume",))
+    cleared = resume("cleared", out / "checkpoint-2", ("fresh-optimizer-resume", "segments"))
+    carried = resume("carried", out / "checkpoint-2", ("segments",))
+    return out, full, resumed, cleared, carried
 
 
 def test_adam_first_step_after_fresh_resume_is_sign_like_where_carried_moments_are_not(adam_runs):
@@ -189,7 +197,7 @@ def test_adam_first_step_after_fresh_resume_is_sign_like_where_carried_moments_a
     count, LR and data order are unchanged."""
     from safetensors.torch import load_file
 
-    out, (_, rows_full, log_full, w_full), (trainer, rows_res, log_res, w_res) = adam_runs
+    out, (_, rows_full, log_full, w_full), (trainer, rows_res, log_res, w_res), *_ = adam_runs
     assert trainer.state.global_step == 3 and rows_res.trained(1) == rows_full.trained(3)[2:]
     lr3 = log_full[3]["learning_rate"]
     assert log_res[3]["learning_rate"] == lr3 > 0
@@ -207,6 +215,25 @@ def test_adam_first_step_after_fresh_resume_is_sign_like_where_carried_moments_a
 
     assert share_at_lr(step_res) > 0.99
     assert share_at_lr(step_full) < 0.5
+
+
+def test_fresh_resume_from_a_full_checkpoint_clears_the_loaded_adam_state(adam_runs):
+    """Same result as resuming from the weights-only copy, bit for bit; the segment says fresh."""
+    from rlplugs.checkpoint.resume import FreshOptimizerCallback
+
+    _, _, (_, _, _, w_stripped), (trainer, _, _, w_cleared), _ = adam_runs
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, FreshOptimizerCallback)]
+    assert callback.cleared_states > 0
+    assert all(torch.equal(w_cleared[n], w_stripped[n]) for n in w_stripped)
+    (segment,) = SegmentLog(trainer.args.output_dir).segments
+    assert (segment.start_step, segment.optimizer_carried) == (2, False)
+
+
+def test_plain_resume_is_recorded_as_optimizer_carried_and_matches_the_uninterrupted_run(adam_runs):
+    _, (_, _, _, w_full), _, _, (trainer, _, _, w_carried) = adam_runs
+    assert all(torch.equal(w_carried[n], w_full[n]) for n in w_full)
+    (segment,) = SegmentLog(trainer.args.output_dir).segments
+    assert (segment.start_step, segment.end_step, segment.optimizer_carried) == (2, 3, True)
 
 
 def test_lora_adapter_resume_with_fresh_sgd_matches_the_uninterrupted_run(tmp_path, tiny_qwen35):

@@ -102,7 +102,7 @@ def read_shard_header(path: Path) -> ShardHeader:
             raise CheckpointError(f"{path}: unreadable safetensors header ({exc})") from exc
     metadata = header.pop("__metadata__", None) or {}
     data_len = size - 8 - header_len
-    end = 0
+    spans = []
     for name, info in header.items():
         code = info.get("dtype") if isinstance(info, dict) else None
         if code not in _ITEM_SIZE:
@@ -114,7 +114,14 @@ def read_shard_header(path: Path) -> ShardHeader:
             raise CheckpointError(f"{path}: tensor '{name}' has a malformed header entry ({exc!r})") from exc
         if stop - begin != _nbytes(info):
             raise CheckpointError(f"{path}: tensor '{name}' {info['shape']} {code} spans {stop - begin} bytes")
-        end = max(end, stop)
+        spans.append((begin, stop, name))
+    end = 0
+    for begin, stop, name in sorted(spans):
+        if begin != end:
+            raise CheckpointError(
+                f"{path}: tensor '{name}' starts at byte {begin}, expected {end}: overlapping or gapped"
+            )
+        end = stop
     if end != data_len:
         what = "truncated" if end > data_len else "has trailing bytes"
         raise CheckpointError(f"{path}: tensors need {end} data bytes, file holds {data_len}: {what}")
