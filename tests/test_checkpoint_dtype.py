@@ -143,9 +143,20 @@ def _shard_with_unknown_dtype(ckpt: Path) -> str:
     return "unknown dtype 'F12'"
 
 
+def _config_not_json(ckpt: Path) -> str:
+    (ckpt / "config.json").write_text('{"dtype": "float32",')
+    return "config.json: not valid JSON"
+
+
 @pytest.mark.parametrize(
     "corrupt",
-    [_truncate_last_shard, _index_points_at_wrong_shard, _index_names_missing_shard, _shard_with_unknown_dtype],
+    [
+        _truncate_last_shard,
+        _index_points_at_wrong_shard,
+        _index_names_missing_shard,
+        _shard_with_unknown_dtype,
+        _config_not_json,
+    ],
 )
 def test_corrupt_checkpoint_is_refused_and_left_byte_identical(ckpt, corrupt):
     """The first shard is valid and fp32: a fixer that converted shard by shard would have
@@ -162,6 +173,21 @@ def test_unknown_target_dtype_is_refused(ckpt):
     with pytest.raises(CheckpointError, match="unknown dtype 'float8'.*bfloat16, float16, float32"):
         fix_dtype(ckpt, "float8")
     assert _snapshot(ckpt) == snap
+
+
+def test_adapter_folder_without_config_is_cast_and_integer_tensors_kept(tmp_path):
+    """A PEFT adapter folder has shards but no config.json; non-float tensors must survive as they are."""
+    from safetensors.torch import load_file, save_file
+
+    a = torch.randn(4, 64)
+    save_file(
+        {"base_model.model.lora_A.weight": a, "step": torch.tensor([7])}, str(tmp_path / "adapter_model.safetensors")
+    )
+    report = fix_dtype(tmp_path, "bfloat16")
+    assert report.tensors_cast == 1 and report.config_keys_rewritten == []
+    loaded = load_file(str(tmp_path / "adapter_model.safetensors"))
+    assert torch.equal(loaded["base_model.model.lora_A.weight"], a.to(torch.bfloat16))
+    assert loaded["step"].dtype == torch.int64 and loaded["step"].item() == 7
 
 
 def _ckpt_parser() -> argparse.ArgumentParser:

@@ -31,6 +31,11 @@ class TruncationMonitor(TrainerCallback):
         self.warnings: list[str] = []
         self._above = False
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.logging_steps != 1:
+            log.warning("truncation[%s]: logging_steps=%s, so the clipped share is seen only at logged steps; "
+                        "set logging_steps=1 to see every step", self.env, args.logging_steps)  # fmt: skip
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or self.metric not in logs or not state.is_world_process_zero:
             return
