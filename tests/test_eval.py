@@ -125,3 +125,9 @@ def test_cli_eval_guidance_misuse_is_a_usage_error(env, message, plugin_env, tmp
         env=plugin_env, capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_evaluate_result_is_json_ready():
+    spec = get_environment("count-test")
+    result = evaluate(spec, "validation", spec.reference_policy)
+    assert json.loads(json.dumps(result))["counts"]["samples"] == 8

@@ -205,7 +205,7 @@ def sample_record(index: int, sample: Sample, scores: dict[str, Score]) -> dict[
 # --- entry points ---------------------------------------------------------------------------
 
 
-def evaluate(
+def evaluate_samples(
     spec: EnvSpec,
     split: str,
     policy: Policy,
@@ -213,13 +213,9 @@ def evaluate(
     guidance: Guidance | None = None,
     max_turns: int = 200,
     advance: Advance | None = None,
-) -> dict[str, Any]:
-    """Evaluate ``policy`` on ``split`` of ``spec`` under ``protocol`` (default: the env's).
-
-    Returns ``{"split", "counts", "success_rate", "weighted_reward", "components", "unscored",
-    "by", "wall_time_s", "samples", "_samples"}``: ``samples`` are JSON-ready records,
-    ``_samples`` the :class:`~rlplugs.rewards.Sample` objects (for rendering; not serialised).
-    """
+) -> tuple[dict[str, Any], list[Sample]]:
+    """:func:`evaluate`, also returning the :class:`~rlplugs.rewards.Sample` objects (for
+    rendering or further scoring)."""
     protocol = protocol or spec.eval
     advance = advance or (lambda n: None)
     start = time.perf_counter()
@@ -243,8 +239,25 @@ def evaluate(
     result["split"] = split
     result["wall_time_s"] = round(time.perf_counter() - start, 3)
     result["samples"] = [sample_record(i, s, sc) for i, (s, sc) in enumerate(zip(samples, scores))]
-    result["_samples"] = samples
-    return result
+    return result, samples
+
+
+def evaluate(
+    spec: EnvSpec,
+    split: str,
+    policy: Policy,
+    protocol: EvalProtocol | None = None,
+    guidance: Guidance | None = None,
+    max_turns: int = 200,
+    advance: Advance | None = None,
+) -> dict[str, Any]:
+    """Evaluate ``policy`` on ``split`` of ``spec`` under ``protocol`` (default: the env's).
+
+    Returns a JSON-ready dict: ``split``, ``counts``, ``success_rate``, ``weighted_reward``,
+    ``components`` (means over scored values), ``unscored`` (counts and reasons), ``by``
+    (per ``report_by`` group), ``wall_time_s`` and ``samples`` (one record per sample).
+    """
+    return evaluate_samples(spec, split, policy, protocol, guidance, max_turns, advance)[0]
 
 
 def evaluate_to_dir(
@@ -264,12 +277,14 @@ def evaluate_to_dir(
     from rlplugs.report import progress_bar, write_report
 
     protocol = protocol or spec.eval
-    results = {}
+    results, samples = {}, {}
     with progress_bar(enabled=progress) as bar:
         for split in splits:
             total = protocol.rows * protocol.samples_per_row
             task = bar.add_task(f"{spec.name}/{split}", total=total)
-            results[split] = evaluate(spec, split, policy, protocol, guidance, advance=lambda n, t=task: bar.advance(t, n))
+            results[split], samples[split] = evaluate_samples(
+                spec, split, policy, protocol, guidance, advance=lambda n, t=task: bar.advance(t, n)
+            )
     meta = {
         "env": spec.name,
         "description": spec.description,
@@ -278,5 +293,5 @@ def evaluate_to_dir(
         "protocol": protocol.model_dump(mode="json"),
     }
     out = Path(out_dir)
-    report = write_report(spec, meta, results, out, render=render)
+    report = write_report(spec, meta, results, samples, out, render=render)
     return report, out

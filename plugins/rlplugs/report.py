@@ -154,20 +154,23 @@ def render_samples(spec: EnvSpec, split: str, samples: list[Any], count: int, ou
     return files, errors
 
 
-def write_report(spec: EnvSpec, meta: dict[str, Any], results: dict[str, dict[str, Any]], out: Path, render: int = 3) -> dict[str, Any]:
-    """Write every artefact of one evaluation into ``out``; returns the JSON-ready report."""
+def write_report(
+    spec: EnvSpec, meta: dict[str, Any], results: dict[str, dict[str, Any]], samples: dict[str, list[Any]], out: Path, render: int = 3
+) -> dict[str, Any]:
+    """Write every artefact of one evaluation into ``out`` (``results`` and ``samples`` by split,
+    from :func:`rlplugs.evaluation.evaluate_samples`); returns the JSON-ready report."""
     out.mkdir(parents=True, exist_ok=True)
     splits: dict[str, dict[str, Any]] = {}
     with open(out / "samples.jsonl", "w") as fh:
         for split, result in results.items():
-            samples = result.pop("_samples", [])
+            result = dict(result)
             records = result.pop("samples", [])
             for record in records:
                 fh.write(json.dumps({"split": split, **record}, default=str) + "\n")
             pictures = [plot_components(split, records, out)]
             pictures += [plot_success_by(split, column, groups, out) for column, groups in result["by"].items()]
             result["pictures"] = [p.name for p in pictures if p is not None]
-            result["renders"], result["render_errors"] = render_samples(spec, split, samples, render, out)
+            result["renders"], result["render_errors"] = render_samples(spec, split, samples.get(split, []), render, out)
             splits[split] = result
     report = {**meta, "splits": splits}
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
