@@ -6,6 +6,8 @@
   and ``scores.json`` for the run.
 - ``sft-data --runs DIR --out FILE``: the won episodes' turns as chat samples (JSONL).
 - ``score --runs DIR``: the clemscore table of one or more runs.
+- ``clem --checkout DIR --model PATH --games ...``: a user's own clembench games through clemcore
+  (``clem_adapter``; needs the ``clem`` extra in its own environment).
 """
 
 from __future__ import annotations
@@ -107,6 +109,25 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_clem(args: argparse.Namespace) -> int:
+    """Play a clembench checkout's games through clemcore (needs the ``clem`` extra, own venv)."""
+    from rich.console import Console
+
+    try:
+        from clembench_games.clem_adapter import run_games
+    except ModuleNotFoundError as exc:
+        Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'")
+        return 2
+    from rlplugs.policies import HFPolicy
+
+    policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                      batch_size=1, seed=args.seed)
+    records = run_games(Path(args.checkout), args.games, policy, Path(args.out), model_name=Path(args.model).name,
+                        limit=args.limit)
+    _print_table(clem_table(records))
+    return 0
+
+
 def _print_table(table: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -145,6 +166,17 @@ def add_games_command(subparsers) -> None:
     s.add_argument("--runs", nargs="+", required=True, help="run directories written by 'games collect'")
     s.add_argument("--out", required=True, help="output JSONL file")
     s.set_defaults(func=_cmd_sft_data)
+
+    m = sub.add_parser("clem", help="play a clembench checkout's games through clemcore (extra 'clem', own venv)")
+    m.add_argument("--checkout", required=True, help="clembench checkout (directory holding <game>/clemgame.json)")
+    m.add_argument("--model", required=True, help="local model directory (from_pretrained)")
+    m.add_argument("--games", nargs="+", required=True, help="game names in the checkout, e.g. taboo wordle")
+    m.add_argument("--out", required=True, help="run directory: rlplugs records + clem-results/ tree")
+    m.add_argument("--limit", type=int, help="instances per game (default: all)")
+    m.add_argument("--temperature", type=float, default=0.0)
+    m.add_argument("--max-new-tokens", type=int, default=300)
+    m.add_argument("--seed", type=int, default=0)
+    m.set_defaults(func=_cmd_clem)
 
     k = sub.add_parser("score", help="clemscore table of runs")
     k.add_argument("--runs", nargs="+", required=True)

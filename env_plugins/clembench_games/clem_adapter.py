@@ -1,0 +1,150 @@
+"""Play the games of a user's own clembench checkout through clemcore, with an rlplugs policy as
+the clemcore model, scored by each game's own scorer.
+
+Why a separate route: rlplugs may not copy clembench's games, and clemcore 3.7.2 (anthropic<1)
+cannot share an environment with verifiers 0.4.0 (anthropic>=1). So this module is only imported
+where the ``clem`` extra is installed (its own venv, see the README), never by the plugin.
+
+How it plays (clemcore's own game masters, not ours):
+
+- :class:`PolicyModel` is a clemcore ``Model`` whose ``generate_response(messages)`` asks the
+  policy with the player's whole perspective (``Player.__call__`` keeps memory, merges the initial
+  prompt and forgets extras, exactly as in ``clem run``) and logs every call;
+- :func:`play_instance` loads nothing itself: it drives ``create_game_master`` / ``setup`` /
+  ``before_game`` / ``get_context_for`` / ``step`` of the game's ``GameBenchmark``; one model on all
+  roles is clembench's self-play. Calls the game master makes by itself during ``step`` (e.g.
+  privateshared's probes) are logged too, under the role of the player being probed;
+- the episode is scored with ``create_game_scorer(...).compute_scores(interactions)`` from a
+  ``GameInteractionsRecorder``; legacy games never set the clemcore outcome, so the game's scorer
+  is the only source of Main Score / Aborted / Success / Lose;
+- clemcore's file-saver callbacks write the standard results tree
+  (``<out>/clem-results/<run>/<game>/<experiment>/...``) for ``clem score`` / ``clem eval``, and each
+  episode is also saved as an rlplugs record (JSON + HTML), so ``rlplugs games score`` and
+  ``rlplugs games sft-data`` work on these runs unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+from clemcore.backends.model_registry import Model, ModelSpec
+from clemcore.clemgame import GameBenchmark, GameInstances, GameInteractionsRecorder, GameSpec
+from clemcore.clemgame.callbacks import episode_results_folder_callbacks
+
+from rlplugs.episode import Policy
+
+from clembench_games.transcripts import save_episode, write_index
+
+log = logging.getLogger(__name__)
+
+CLEM_METRICS = ("Aborted", "Lose", "Success", "Main Score", "Request Count", "Parsed Request Count", "Violated Request Count")
+
+
+class PolicyModel(Model):
+    """An rlplugs policy seen as a clemcore model; remembers every call for SFT/PRM data."""
+
+    def __init__(self, policy: Policy, name: str = "rlplugs-policy", temperature: float = 0.0, max_tokens: int = 300):
+        super().__init__(ModelSpec(model_name=name, backend="rlplugs"))
+        self.set_gen_args(temperature=temperature, max_tokens=max_tokens)
+        self.policy = policy
+        self.role = "unknown"  # the role being asked, set by the loop before each player call
+        self.calls: list[dict[str, Any]] = []
+
+    def generate_response(self, messages: list[dict]) -> tuple[Any, Any, str]:
+        chat = [{"role": m["role"], "content": m["content"]} for m in messages]
+        text = self.policy(copy.deepcopy(chat))
+        self.calls.append({"seat": self.role, "messages": chat, "response": text, "verdict": "ok"})
+        return chat, {"response": text, "backend": "rlplugs"}, text
+
+
+def load_game(checkout: Path, game: str) -> GameBenchmark:
+    """The ``GameBenchmark`` of ``game`` in a clembench checkout (``<checkout>/<game>/clemgame.json``)."""
+    game_dir = Path(checkout) / game
+    if not (game_dir / "clemgame.json").exists():
+        raise FileNotFoundError(f"{game_dir}/clemgame.json not found: is {checkout} a clembench checkout with '{game}'?")
+    specs = [s for s in GameSpec.from_directory(str(game_dir)) if s.game_name == game]
+    if not specs:
+        raise LookupError(f"{game_dir}/clemgame.json declares no game named '{game}'")
+    return GameBenchmark.load_from_spec(specs[0])
+
+
+def play_instance(bench: GameBenchmark, row: dict, model: PolicyModel, callbacks=None) -> dict[str, Any]:
+    """Play one instance row (``GameInstances`` row) in self-play; returns an rlplugs record."""
+    experiment, instance = row["experiment"], row["game_instance"]
+    models = [model] * bench.game_spec.players
+    gm = bench.create_game_master(experiment, models)
+    gm.setup(**instance)
+    recorder = GameInteractionsRecorder(bench.game_name, experiment["name"], instance["game_id"], "", Model.to_infos(models))
+    for player in gm.get_players():
+        recorder.log_player(player.name, player.game_role, player.model.name)
+    gm.register(recorder)
+    if callbacks is not None:
+        callbacks.on_game_start(gm, instance)
+    gm.before_game()
+    first_call = len(model.calls)
+    done = False
+    while not done:
+        player = gm.current_player
+        model.role = player.game_role
+        response = player(gm.get_context_for(player))
+        done, _ = gm.step(response)  # in-step calls (probes) are logged under the same role
+    if callbacks is not None:
+        callbacks.on_game_end(gm, instance)
+    scorer = bench.create_game_scorer(experiment, instance)
+    scorer.compute_scores(recorder.interactions)
+    scores = scorer.scores["episode scores"]
+    return _record(bench.game_name, experiment, instance, scores, model.calls[first_call:], {p.game_role for p in gm.get_players()})
+
+
+def _record(game: str, experiment: dict, instance: dict, scores: dict, calls: list[dict], roles: set[str]) -> dict[str, Any]:
+    metrics = {k: float(scores[k]) for k in CLEM_METRICS if k in scores and scores[k] is not None}
+    main = metrics.get("Main Score", math.nan)
+    aborted = bool(metrics.get("Aborted", 0.0))
+    metrics["Main Score"] = None if aborted or main != main else main
+    metrics["Played"] = 0.0 if aborted else 1.0
+    outcome = "aborted" if aborted else ("success" if metrics.get("Success") else "failure")
+    return {
+        "game": game,
+        "instance": {"experiment": experiment["name"], "instance_id": f"{experiment['name']}-{instance['game_id']}",
+                     "game_id": instance["game_id"]},
+        "seats": sorted(roles),
+        "trained_seats": sorted(roles),
+        "partner": "self-play",
+        "outcome": outcome,
+        "abort_reason": "aborted (see the game's interactions.json)" if aborted else None,
+        "metrics": metrics,
+        "events": [],
+        "turns": calls,
+        "source": "clemcore",
+    }
+
+
+def run_games(checkout: Path, games: list[str], policy: Policy, out: Path, *, model_name: str = "rlplugs-policy",
+              experiments: list[str] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Play ``games`` of a clembench checkout with ``policy`` in self-play; save records under
+    ``out`` and the clemcore results tree under ``out/clem-results``. ``limit`` caps instances per game.
+    One game is open at a time: clembench games import sibling modules by bare name."""
+    model = PolicyModel(policy, model_name)
+    callbacks = episode_results_folder_callbacks(run_dir=model_name, result_dir_path=Path(out) / "clem-results",
+                                                 player_model_infos=Model.to_infos([model]))
+    records: list[dict[str, Any]] = []
+    for game in games:
+        with load_game(checkout, game) as bench:
+            rows = list(GameInstances.from_game_spec(bench.game_spec))
+            rows = [r for r in rows if experiments is None or r["experiment"]["name"] in experiments][:limit]
+            callbacks.on_benchmark_start(bench)
+            for k, row in enumerate(rows):
+                try:
+                    rec = play_instance(bench, row, model, callbacks)
+                except Exception:  # noqa: BLE001 - one broken instance must not end the run (as in clem run)
+                    log.exception("%s: instance %s failed (continuing)", game, row["game_instance"].get("game_id"))
+                    continue
+                save_episode(Path(out), rec, k)
+                records.append(rec)
+            callbacks.on_benchmark_end(bench)
+    write_index(Path(out), records)
+    return records

@@ -1,0 +1,145 @@
+"""The clemcore adapter, run only where the ``clem`` extra (clemcore 3.7.2) is installed: its own
+venv, since clemcore and verifiers pin incompatible anthropic versions (see the README).
+
+clembench's games may not be copied here, so the test writes a two-player toy game against
+clemcore's public legacy API (``clemgame.json``, ``master.py`` with a ``GameBenchmark``, a legacy
+``DialogueGameMaster`` and ``GameScorer``, ``in/instances.json``) into a temporary "checkout" and
+plays it through the adapter: clemcore's game master and the game's own scorer decide the score.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+pytest.importorskip("clemcore")
+
+from clembench_games.clem_adapter import PolicyModel, run_games  # noqa: E402
+from clembench_games.scoring import clem_table  # noqa: E402
+from clembench_games.sft import won_turn_samples  # noqa: E402
+
+MASTER = textwrap.dedent('''
+    from clemcore.backends import Model
+    from clemcore.clemgame import GameBenchmark, GameSpec, Player
+    from clemcore.clemgame.legacy.master import DialogueGameMaster
+    from clemcore.clemgame.legacy.scorer import GameScorer
+    from clemcore.clemgame.metrics import BENCH_SCORE, METRIC_ABORTED, METRIC_LOSE, METRIC_REQUEST_COUNT, \\
+        METRIC_REQUEST_COUNT_PARSED, METRIC_REQUEST_COUNT_VIOLATED
+
+
+    class Speaker(Player):
+        def _custom_response(self, context):
+            return "SAY: nothing"
+
+
+    class Relay(DialogueGameMaster):
+        """Player 1 sees a word and says it as 'SAY: <word>'; player 2 repeats it as 'REPEAT: <word>'."""
+
+        def _on_setup(self, **instance):
+            self.word = instance["word"]
+            self.aborted = self.lost = False
+            self.requests = self.violations = 0
+            self.speaker, self.repeater = Speaker(self.player_models[0]), Speaker(self.player_models[1])
+            self.add_player(self.speaker, initial_context=f"Say the word {self.word} as SAY: <word>")
+            self.add_player(self.repeater, initial_prompt="Repeat what you hear as REPEAT: <word>")
+
+        def _validate_player_response(self, player, response):
+            self.requests += 1
+            key = "SAY:" if player is self.speaker else "REPEAT:"
+            if not response.strip().startswith(key):
+                self.aborted = True
+                self.violations += 1
+                return False
+            return True
+
+        def _on_valid_player_response(self, player, response):
+            word = response.split(":", 1)[1].strip().lower()
+            if player is self.speaker:
+                self.set_context_for(self.repeater, f"You hear: {word}")
+            else:
+                self.lost = word != self.word
+                self.done = True
+
+        def _does_game_proceed(self):
+            return not self.aborted and not getattr(self, "done", False)
+
+        def _on_after_game(self):
+            self.log_key(METRIC_ABORTED, int(self.aborted))
+            self.log_key(METRIC_LOSE, int(self.lost))
+            self.log_key(METRIC_REQUEST_COUNT, self.requests)
+            self.log_key(METRIC_REQUEST_COUNT_PARSED, self.requests - self.violations)
+            self.log_key(METRIC_REQUEST_COUNT_VIOLATED, self.violations)
+
+
+    class RelayScorer(GameScorer):
+        def __init__(self, experiment, game_instance):
+            super().__init__("relay", experiment, game_instance)
+
+        def score_turns(self, interactions):
+            pass
+
+        def log_main_score(self, interactions):
+            ok = not interactions[METRIC_ABORTED] and not interactions[METRIC_LOSE]
+            self.log_episode_score(BENCH_SCORE, 100 if ok else (float("nan") if interactions[METRIC_ABORTED] else 0))
+
+
+    class RelayBenchmark(GameBenchmark):
+        def create_game_master(self, experiment, player_models):
+            return Relay(self.game_spec, experiment, player_models)
+
+        def create_game_scorer(self, experiment, game_instance):
+            return RelayScorer(experiment, game_instance)
+''')
+
+
+@pytest.fixture()
+def checkout(tmp_path):
+    game = tmp_path / "clembench" / "relay"
+    (game / "in").mkdir(parents=True)
+    (game / "clemgame.json").write_text(json.dumps({"game_name": "relay", "description": "toy", "main_game": "relay",
+                                                    "players": 2, "image": "none", "languages": ["en"], "benchmark": []}))
+    (game / "master.py").write_text(MASTER)
+    instances = [{"game_id": i, "word": w} for i, w in enumerate(["apple", "river", "stone"])]
+    (game / "in" / "instances.json").write_text(json.dumps({"experiments": [{"name": "words", "game_instances": instances}]}))
+    return tmp_path / "clembench"
+
+
+def policy(messages):
+    """The speaker says the word; the repeater repeats it, but breaks the format on 'river' (an
+    abort) and mishears 'stone' (a loss)."""
+    last = messages[-1]["content"]
+    if "Say the word" in last:
+        return "SAY: " + last.split("Say the word ")[1].split()[0]
+    word = last.rsplit("You hear: ", 1)[1].strip()
+    return {"river": "it was river", "stone": "REPEAT: stones"}.get(word, f"REPEAT: {word}")
+
+
+def test_policy_plays_every_role_and_the_games_own_scorer_decides(checkout, tmp_path):
+    out = tmp_path / "run"
+    records = run_games(checkout, ["relay"], policy, out)
+    by_word = {r["instance"]["game_id"]: r for r in records}
+    assert len(records) == 3
+    assert by_word[0]["outcome"] == "success" and by_word[0]["metrics"]["Main Score"] == 100.0
+    assert by_word[1]["outcome"] == "aborted" and by_word[1]["metrics"]["Main Score"] is None
+    assert by_word[2]["outcome"] == "failure" and by_word[2]["metrics"]["Main Score"] == 0.0
+    seats = [t["seat"] for t in by_word[0]["turns"]]
+    assert len(seats) == 2 and seats[0] != seats[1]  # self-play: one policy, both roles
+    # the repeater's perspective includes its initial prompt merged with the context (Player.__call__)
+    assert by_word[0]["turns"][1]["messages"][-1]["content"].startswith("Repeat what you hear")
+    table = clem_table(records)
+    assert table["games"]["relay"]["% Played"] == pytest.approx(200 / 3)
+    assert table["clemscore"] == pytest.approx(2 / 3 * 50.0)
+    assert [s["instance_id"] for s in won_turn_samples(records)] == ["words-0", "words-0"]
+    assert list((out / "clem-results").rglob("interactions.json"))  # the standard tree for `clem score`
+    assert (out / "index.html").exists()
+
+
+def test_policy_model_is_a_clemcore_model_that_logs_calls():
+    from clemcore.backends.model_registry import Model
+
+    model = PolicyModel(lambda m: "hi", name="mine")
+    assert isinstance(model, Model) and model.name == "mine" and model.temperature == 0.0
+    prompt, response, text = model.generate_response([{"role": "user", "content": "hello"}])
+    assert text == "hi" and model.calls[0]["messages"] == [{"role": "user", "content": "hello"}]
