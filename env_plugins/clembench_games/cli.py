@@ -72,7 +72,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     try:
         games = list(ClembenchGamesConfig(games=tuple(args.games)).games)
     except ValueError as exc:
-        Console(stderr=True).print(f"error: {exc}")
+        Console(stderr=True).print(f"error: {exc}", markup=False)
         return 2
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                       batch_size=args.batch_size, seed=args.seed)
@@ -116,7 +116,7 @@ def _cmd_clem(args: argparse.Namespace) -> int:
     try:
         from clembench_games.clem_adapter import run_games
     except ModuleNotFoundError as exc:
-        Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'")
+        Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'", markup=False)
         return 2
     from rlplugs.policies import HFPolicy
 
