@@ -28,7 +28,7 @@ from rlplugs.envspec import EnvSpec, EvalProtocol
 from rlplugs.registry import Registration, closest
 from rlplugs.rewards import RewardComponent, Sample, Score, Unscorable
 
-from clembench_games.instances import GAMES, SPLITS, instances, new_game
+from clembench_games.instances import EXPERIMENTS, GAMES, SPLITS, instances, new_game
 from clembench_games.master import GameEpisode, play_scripted
 from clembench_games.reference import reference_policy
 from clembench_games.sft import turn_samples
@@ -153,6 +153,12 @@ def render(sample: Sample, out_dir: Any) -> list[Path]:
     return [save_episode(Path(out_dir), rec, sample.group or 0).with_suffix(".html")]
 
 
+def _eval_rows(cfg: ClembenchGamesConfig) -> int:
+    """Rows of the larger evaluation split: the protocol plays all of them (clembench plays every instance)."""
+    per = max(cfg.validation_per_experiment, cfg.test_per_experiment)
+    return sum(len(EXPERIMENTS[g]) * per * len(GAMES[g].seats) for g in cfg.games)
+
+
 def build(cfg: ClembenchGamesConfig | None = None) -> EnvSpec:
     cfg = cfg or ClembenchGamesConfig()
     return EnvSpec(
@@ -164,7 +170,7 @@ def build(cfg: ClembenchGamesConfig | None = None) -> EnvSpec:
         preflight_samples=partial(preflight_samples, cfg),
         episodes=partial(episode_for_row, partner=cfg.partner),
         eval=EvalProtocol(
-            splits=("validation", "test"), rows=10_000, samples_per_row=1, temperature=0.0,
+            splits=("validation", "test"), rows=_eval_rows(cfg), samples_per_row=1, temperature=0.0,
             enable_thinking=False, max_new_tokens=300, report_by=("game",), success_component="success",
         ),
         sft_datasets={
