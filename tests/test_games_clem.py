@@ -136,6 +136,18 @@ def test_policy_plays_every_role_and_the_games_own_scorer_decides(checkout, tmp_
     assert (out / "index.html").exists()
 
 
+def test_clemcores_own_score_and_eval_agree_with_our_clemscore(checkout, tmp_path, monkeypatch):
+    from clemcore.cli import score
+    from clemcore.clemeval import perform_evaluation
+
+    records = run_games(checkout, ["relay"], policy, tmp_path / "run")
+    monkeypatch.chdir(checkout)  # clemcore finds the game through the working directory
+    score("relay", str(tmp_path / "run" / "clem-results"))
+    table = perform_evaluation(str(tmp_path / "run" / "clem-results"), return_dataframe=True)
+    theirs = float(table["-, clemscore"].iloc[0])
+    assert theirs == pytest.approx(clem_table(records)["clemscore"], abs=0.01)  # clemeval rounds to 2 digits
+
+
 def test_policy_model_is_a_clemcore_model_that_logs_calls():
     from clemcore.backends.model_registry import Model
 

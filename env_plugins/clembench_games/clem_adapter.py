@@ -85,19 +85,26 @@ def play_instance(bench: GameBenchmark, row: dict, model: PolicyModel, callbacks
     if callbacks is not None:
         callbacks.on_game_start(gm, instance)
     gm.before_game()
+    seats = seat_names(gm.get_players())
     first_call = len(model.calls)
     done = False
     while not done:
         player = gm.current_player
-        model.role = player.game_role
+        model.role = seats[player.name]
         response = player(gm.get_context_for(player))
-        done, _ = gm.step(response)  # in-step calls (probes) are logged under the same role
+        done, _ = gm.step(response)  # in-step calls (probes) are logged under the same seat
     if callbacks is not None:
         callbacks.on_game_end(gm, instance)
     scorer = bench.create_game_scorer(experiment, instance)
     scorer.compute_scores(recorder.interactions)
     scores = scorer.scores["episode scores"]
-    return _record(bench.game_name, experiment, instance, scores, model.calls[first_call:], {p.game_role for p in gm.get_players()})
+    return _record(bench.game_name, experiment, instance, scores, model.calls[first_call:], set(seats.values()))
+
+
+def seat_names(players: list) -> dict[str, str]:
+    """Player name -> seat: the game role, or "role (Player N)" where two players share a role."""
+    roles = [p.game_role for p in players]
+    return {p.name: p.game_role if roles.count(p.game_role) == 1 else f"{p.game_role} ({p.name})" for p in players}
 
 
 def _record(game: str, experiment: dict, instance: dict, scores: dict, calls: list[dict], roles: set[str]) -> dict[str, Any]:
