@@ -37,3 +37,16 @@ def test_blueprint_string_round_trips_to_the_same_entities():
     back = [(e.name, *e.tile_position, e.direction) for e in decoded.entities]
     assert back == [(item, x, y, pictures.DIRECTIONS[f]) for item, x, y, f in built]
     assert decoded.label == "factorio-build"
+
+
+def test_reference_eval_on_holdout_writes_report_pictures_and_blueprints(spec, tmp_path):
+    from rlplugs.evaluation import evaluate_to_dir
+
+    spec = get_environment("factorio-build", {"workers": 2})  # the card's protocol: 16 rows x 4 samples
+    report, out = evaluate_to_dir(spec, ["holdout"], spec.reference_policy, tmp_path, policy_name="reference", render=1)
+    holdout = report["splits"]["holdout"]
+    assert holdout["counts"]["samples"] == 64 and holdout["success_rate"] >= 0.95
+    assert set(holdout["by"]["family"]) == {"obstructed_patch"}
+    assert (out / "report.json").exists() and (out / "report.md").exists()
+    renders = [out / p for p in holdout["renders"]]
+    assert any(p.suffix == ".png" for p in renders) and any(p.name.endswith(".blueprint.txt") for p in renders)
