@@ -55,12 +55,16 @@ def test_trl_grpo_env_with_lora_trains_logs_each_component_and_writes_a_checkpoi
     assert "preflight of env 'letters-test'" in proc.stderr
 
 
-def test_trl_grpo_help_lists_env_and_the_stock_flags(plugin_env):
-    proc = trl("grpo", "--help", env=plugin_env, timeout=300)
+@pytest.mark.parametrize(("command", "ours", "stock"), [
+    ("grpo", "--filter_zero_spread_groups", "--reward_funcs"),
+    ("sft", "--sft_dataset", "--packing"),
+])  # fmt: skip
+def test_trl_help_lists_env_and_the_stock_flags(command, ours, stock, plugin_env):
+    proc = trl(command, "--help", env=plugin_env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "--env ENVIRONMENT" in proc.stdout and "--filter_zero_spread_groups" in proc.stdout
-    assert "--reward_funcs" in proc.stdout and "--dataset_name" in proc.stdout
-    assert proc.stdout.startswith("usage: trl grpo")
+    assert proc.stdout.startswith(f"usage: trl {command}")
+    assert "--env ENVIRONMENT" in proc.stdout and ours in proc.stdout
+    assert stock in proc.stdout and "--dataset_name" in proc.stdout
 
 
 STOCK_REWARD = '''
@@ -106,6 +110,7 @@ def test_unknown_environment_fails_before_launch_with_a_suggestion(plugin_env, t
         (["--extra_rewards", "lenght-penalty"], "Did you mean 'length-penalty'"),
         (["--extra_rewards", "length-penalty:lots"], "weight 'lots' is not a number"),
         (["--env_args", "[1]"], "--env_args must be a JSON object"),
+        (["--fixups", "segmnets"], "Did you mean 'segments'"),
     ],
 )
 def test_bad_environment_options_are_errors_with_suggestions(args, message):
@@ -172,3 +177,15 @@ def test_env_defaults_apply_only_where_the_user_set_nothing(tmp_path):
     yaml_override.write_text(config.read_text() + "chat_template_kwargs: {enable_thinking: true}\n")
     (_, train, _, _), _ = parse_with_env_defaults(make_grpo_parser(), ["--config", str(yaml_override)])
     assert train.chat_template_kwargs == {"enable_thinking": True}  # YAML wins over the env default
+
+
+def test_fixups_attach_as_trainer_callbacks(tmp_path):
+    from transformers import TrainerCallback
+    from trl import GRPOConfig
+
+    from rlplugs.registry import get_environment
+    from rlplugs.trl.grpo import build_callbacks
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none")
+    [callback] = build_callbacks(["segments"], args, get_environment("letters-test"))
+    assert isinstance(callback, TrainerCallback)

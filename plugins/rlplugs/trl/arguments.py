@@ -122,7 +122,7 @@ def make_sft_parser(prog: str | None = None) -> TrlParser:
 
 
 def check_environment(args: EnvArguments) -> None:
-    """Fail fast, before anything is launched, on an unknown environment, option or extra reward."""
+    """Fail fast, before anything is launched, on an unknown environment, option, extra reward or fixup."""
     from rlplugs.config import validate_options
 
     reg = get_registry().get("environment", args.environment)
@@ -131,6 +131,8 @@ def check_environment(args: EnvArguments) -> None:
     elif args.env_args:
         reg.build(args.env_args)  # raises: the environment takes no options
     extra_components(args)
+    for name in args.fixups or []:
+        get_registry().get("checkpoint_fixup", name)
 
 
 def extra_components(args: EnvArguments) -> list[RewardComponent]:

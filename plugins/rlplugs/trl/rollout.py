@@ -16,8 +16,13 @@ chat templates that re-render history differently (Qwen's drop earlier ``<think>
 of budget stops and is scored as it stands (components decide whether an unfinished episode is
 unscorable).
 
-Seats other than the trained one (opponents in a game) are played by the same model (self-play).
-The finished episodes reach the reward functions as the ``episode`` column (``Sample.episode``).
+Seats other than the trained one (opponents in a game) are played by the same model (self-play);
+which seat a row trains is its ``seat`` column, else the episode's first trained seat. The finished
+episodes reach the reward functions as the ``episode`` column (``Sample.episode``).
+
+Limits: generation uses the trainer's model (no vLLM), and each process plays its own episodes
+for as many rounds as they need, which suits DDP but not ZeRO-3/FSDP (whose ``generate`` calls
+must line up across processes).
 """
 
 from __future__ import annotations
