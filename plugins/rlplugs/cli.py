@@ -24,7 +24,6 @@ from rich.table import Table
 
 from rlplugs.registry import UnknownOptionError, UnknownPluginError, get_registry
 
-log = logging.getLogger(__name__)
 
 #: Subcommands whose arguments all belong to the TRL launcher (parsed there, not here).
 TRAINING_COMMANDS = ("grpo", "sft")

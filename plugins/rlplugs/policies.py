@@ -13,7 +13,6 @@ included): parsing an answer out of a reply is the environment's job, as it is i
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ import torch
 
 from rlplugs.episode import Message
 
-log = logging.getLogger(__name__)
 
 
 class HFPolicy:
