@@ -13,26 +13,30 @@ import logging
 import math
 from pathlib import Path
 
-from draftsman.blueprintable import Blueprint
-from draftsman.constants import Direction
 from fsim import water_tiles
 
 from factorio_build import rows
 
 log = logging.getLogger(__name__)
 
-DIRECTIONS = {"N": Direction.NORTH, "E": Direction.EAST, "S": Direction.SOUTH, "W": Direction.WEST}
 SIZES = {"burner-mining-drill": 2, "stone-furnace": 2}
 COLOURS = {"burner-mining-drill": "#4a4a8a", "stone-furnace": "#c0642b"}
 ARROWS = {"N": (0, -0.8), "E": (0.8, 0), "S": (0, 0.8), "W": (-0.8, 0)}
 
 
 def blueprint_string(built: list) -> str:
-    """A blueprint of placed machines, each ``(item, tile_x, tile_y, facing)`` (top-left tile)."""
+    """A blueprint of placed machines, each ``(item, tile_x, tile_y, facing)`` (top-left tile).
+
+    draftsman is imported here, not at module load: it is only needed to export, and importing it
+    costs a second and half a dozen packages that training workers never use."""
+    from draftsman.blueprintable import Blueprint
+    from draftsman.constants import Direction
+
+    directions = {"N": Direction.NORTH, "E": Direction.EAST, "S": Direction.SOUTH, "W": Direction.WEST}
     blueprint = Blueprint()
     blueprint.label = "factorio-build"
     for item, x, y, facing in built:
-        blueprint.entities.append(item, tile_position=(int(x), int(y)), direction=DIRECTIONS[facing])
+        blueprint.entities.append(item, tile_position=(int(x), int(y)), direction=directions[facing])
     return blueprint.to_string()
 
 
