@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from draftsman.blueprintable import get_blueprintable_from_string
+from draftsman.constants import Direction
 
 from factorio_build import pictures, reference
 from rlplugs.registry import get_environment
@@ -35,7 +36,8 @@ def test_blueprint_string_round_trips_to_the_same_entities():
     built = [("burner-mining-drill", 3, -4, "S"), ("stone-furnace", 3, -2, "N"), ("burner-mining-drill", -7, 0, "E")]
     decoded = get_blueprintable_from_string(pictures.blueprint_string(built))
     back = [(e.name, *e.tile_position, e.direction) for e in decoded.entities]
-    assert back == [(item, x, y, pictures.DIRECTIONS[f]) for item, x, y, f in built]
+    facing = {"N": Direction.NORTH, "E": Direction.EAST, "S": Direction.SOUTH, "W": Direction.WEST}
+    assert back == [(item, x, y, facing[f]) for item, x, y, f in built]
     assert decoded.label == "factorio-build"
 
 
