@@ -43,7 +43,9 @@ def test_failures_are_unscored_with_their_reason_never_zero():
         return 1.0
 
     ledger = UnscoredLedger()
-    results = run_sync(score_components([RewardComponent("judge", judge)], samples("ok", "refuse", "crash", "none", "nan"), ledger))
+    results = run_sync(
+        score_components([RewardComponent("judge", judge)], samples("ok", "refuse", "crash", "none", "nan"), ledger)
+    )
     got = [r["judge"] for r in results]
     assert got[0] == Score(1.0)
     assert got[1] == Score(None, "judge refused the input")
@@ -60,7 +62,9 @@ def test_blank_or_multiline_reasons_are_recorded_not_fatal():
         raise Unscorable(sample.completion)
 
     ledger = UnscoredLedger()
-    results = run_sync(score_components([RewardComponent("judge", judge)], samples("   ", "first line\nsecond"), ledger))
+    results = run_sync(
+        score_components([RewardComponent("judge", judge)], samples("   ", "first line\nsecond"), ledger)
+    )
     assert [r["judge"].value for r in results] == [None, None]
     assert ledger.summary()["judge"]["reasons"] == {"unknown": 1, "first line": 1}
 

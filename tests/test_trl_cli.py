@@ -67,7 +67,7 @@ def test_trl_help_lists_env_and_the_stock_flags(command, ours, stock, plugin_env
     assert stock in proc.stdout and "--dataset_name" in proc.stdout
 
 
-STOCK_REWARD = '''
+STOCK_REWARD = """
 import sys
 from pathlib import Path
 
@@ -75,7 +75,7 @@ from pathlib import Path
 def reward(completions, **kwargs):
     Path("launched_script.txt").write_text(sys.modules["__main__"].__file__)
     return [float(len(c[0]["content"]) % 7) for c in completions]
-'''
+"""
 
 
 def test_stock_trl_grpo_without_env_runs_trls_own_script(tmp_path, tiny_qwen35, plugin_env):
@@ -96,7 +96,18 @@ def test_stock_trl_grpo_without_env_runs_trls_own_script(tmp_path, tiny_qwen35, 
 
 
 def test_unknown_environment_fails_before_launch_with_a_suggestion(plugin_env, tmp_path):
-    proc = trl("grpo", "--env", "leters-test", "--use_cpu", "--bf16", "false", "--output_dir", str(tmp_path / "out"), env=plugin_env, timeout=300)
+    proc = trl(
+        "grpo",
+        "--env",
+        "leters-test",
+        "--use_cpu",
+        "--bf16",
+        "false",
+        "--output_dir",
+        str(tmp_path / "out"),
+        env=plugin_env,
+        timeout=300,
+    )
     assert proc.returncode != 0
     assert "Did you mean 'letters-test'" in proc.stderr
     assert "accelerate" not in proc.stderr.split("Traceback")[0]  # nothing was launched
@@ -124,7 +135,17 @@ def test_bad_environment_options_are_errors_with_suggestions(args, message):
 def test_launch_args_split_between_accelerate_and_the_script():
     from rlplugs.trl.launch import split_launch_args
 
-    argv = ["--env", "letters-test", "--num_processes", "2", "--use_cpu", "--bf16", "false", "--accelerate_config", "multi_gpu"]
+    argv = [
+        "--env",
+        "letters-test",
+        "--num_processes",
+        "2",
+        "--use_cpu",
+        "--bf16",
+        "false",
+        "--accelerate_config",
+        "multi_gpu",
+    ]
     launch, script = split_launch_args("grpo", argv)
     assert launch[:2] == ["--config_file", launch[1]] and launch[1].endswith("multi_gpu.yaml")
     assert launch[2:] == ["--num_processes", "2"]

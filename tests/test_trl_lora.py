@@ -17,7 +17,11 @@ class RecordGradients(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         if not self.norms:
-            self.norms = {n: (p.grad.norm().item() if p.grad is not None else 0.0) for n, p in model.named_parameters() if p.requires_grad}
+            self.norms = {
+                n: (p.grad.norm().item() if p.grad is not None else 0.0)
+                for n, p in model.named_parameters()
+                if p.requires_grad
+            }
 
 
 def test_lora_on_qwen35_targets_trains_every_target_and_leaves_vision_alone(tiny_qwen35_vl, tmp_path):
@@ -29,15 +33,26 @@ def test_lora_on_qwen35_targets_trains_every_target_and_leaves_vision_alone(tiny
 
     spec = get_environment("letters-test", {"rows": 4})
     rewards = EnvRewardFunctions(spec)
-    peft_config = get_peft_config(ModelConfig(use_peft=True, lora_r=8, lora_alpha=16, lora_target_modules=QWEN35_LORA_TARGETS))
+    peft_config = get_peft_config(
+        ModelConfig(use_peft=True, lora_r=8, lora_alpha=16, lora_target_modules=QWEN35_LORA_TARGETS)
+    )
     grads = RecordGradients()
     trainer = EnvGRPOTrainer(
         model=str(tiny_qwen35_vl),
         reward_funcs=rewards.functions,
         args=GRPOConfig(
-            output_dir=str(tmp_path), use_cpu=True, bf16=False, gradient_checkpointing=False,
-            per_device_train_batch_size=4, num_generations=4, max_completion_length=16, max_steps=1,
-            learning_rate=1e-3, report_to="none", save_strategy="no", reward_weights=rewards.weights,
+            output_dir=str(tmp_path),
+            use_cpu=True,
+            bf16=False,
+            gradient_checkpointing=False,
+            per_device_train_batch_size=4,
+            num_generations=4,
+            max_completion_length=16,
+            max_steps=1,
+            learning_rate=1e-3,
+            report_to="none",
+            save_strategy="no",
+            reward_weights=rewards.weights,
             chat_template_kwargs={"enable_thinking": False},
         ),  # fmt: skip
         train_dataset=spec.dataset("train"),

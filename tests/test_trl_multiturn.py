@@ -56,7 +56,9 @@ def test_episode_rollout_masks_environment_text_and_finishes_episodes(count_trai
         trainer.rollout_rows = None
     tok = trainer.processing_class
     assert out["logprobs"] is None
-    for prompt_ids, completion, mask, episode in zip(out["prompt_ids"], out["completion_ids"], out["env_mask"], out["episode"]):
+    for prompt_ids, completion, mask, episode in zip(
+        out["prompt_ids"], out["completion_ids"], out["env_mask"], out["episode"]
+    ):
         assert episode.done and len(episode.replies) == 3  # three turns within the budget
         assert len(mask) == len(completion) <= 64
         env_text = tok.decode([t for t, m in zip(completion, mask) if m == 0])
@@ -65,7 +67,9 @@ def test_episode_rollout_masks_environment_text_and_finishes_episodes(count_trai
         assert "Next number?" not in model_text
         assert "Say a number after" in tok.decode(prompt_ids)
         # the model's recorded tokens are exactly what the episode received as replies
-        assert "".join(episode.replies) == tok.decode([t for t, m in zip(completion, mask) if m == 1], skip_special_tokens=True)
+        assert "".join(episode.replies) == tok.decode(
+            [t for t, m in zip(completion, mask) if m == 1], skip_special_tokens=True
+        )
 
 
 def test_count_env_grpo_two_steps_scores_finished_episodes(count_trainer):

@@ -30,7 +30,10 @@ def make_spec(scorer=None) -> EnvSpec:
         name="unit",
         description="unit-test environment",
         datasets={},
-        components=[RewardComponent("chars", lambda s: float(len(s.completion)), 0.5), RewardComponent("judge", flaky_judge, 2.0)],
+        components=[
+            RewardComponent("chars", lambda s: float(len(s.completion)), 0.5),
+            RewardComponent("judge", flaky_judge, 2.0),
+        ],
         preflight_samples=lambda: [],
         scorer=scorer,
     )
@@ -59,7 +62,12 @@ def test_each_component_is_a_named_weighted_function_and_failures_reach_trl_as_n
     assert values["chars"] == [4.0, 4.0, 4.0, 2.0]
     assert values["judge"] == [1.0, None, None, 1.0]
     assert metrics["unscored/judge"] == [0.5] and metrics["unscored/chars"] == [0.0]
-    assert extra["unscored_reason/judge"] == [None, "judge cannot parse a question", "RuntimeError: judge crashed", None]
+    assert extra["unscored_reason/judge"] == [
+        None,
+        "judge cannot parse a question",
+        "RuntimeError: judge crashed",
+        None,
+    ]
     summary = rewards.ledger.summary()["judge"]
     assert summary["unscored"] == 2 and summary["reasons"]["judge cannot parse a question"] == 1
 

@@ -22,7 +22,8 @@ def parse(tmp_path, model, *extra: str):
     argv = [
         "--env", "letters-test", "--model_name_or_path", str(model), "--output_dir", str(tmp_path / "out"),
         "--use_cpu", "--bf16", "false", "--max_steps", "2", "--per_device_train_batch_size", "4", "--max_length", "64",
-        "--report_to", "none", "--save_strategy", "no", "--logging_steps", "1", "--gradient_checkpointing", "false", *extra,
+        "--report_to", "none", "--save_strategy", "no", "--logging_steps", "1", "--gradient_checkpointing", "false",
+        *extra,
     ]  # fmt: skip
     return make_sft_parser().parse_args_and_config(argv)
 

@@ -54,5 +54,7 @@ def think_format(config: ThinkFormatConfig) -> RewardComponent:
 def rlplugs_register_reward_components() -> list[Registration]:
     return [
         Registration("length-penalty", length_penalty, "penalise completions longer than a limit", LengthPenaltyConfig),
-        Registration("think-format", think_format, "reward one closed <think> block followed by an answer", ThinkFormatConfig),
+        Registration(
+            "think-format", think_format, "reward one closed <think> block followed by an answer", ThinkFormatConfig
+        ),
     ]

@@ -41,7 +41,9 @@ class EnvArguments:
     )
     env_args: dict[str, Any] | str | None = field(
         default=None,
-        metadata={"help": "Options of the environment as a JSON object, e.g. '{\"rows\": 64}'; unknown keys are errors."},
+        metadata={
+            "help": "Options of the environment as a JSON object, e.g. '{\"rows\": 64}'; unknown keys are errors."
+        },
     )
     env_split: str = field(default="train", metadata={"help": "Dataset split of the environment to train on."})
     extra_rewards: list[str] | None = field(
@@ -53,7 +55,7 @@ class EnvArguments:
     )
     extra_reward_args: dict[str, Any] | str | None = field(
         default=None,
-        metadata={"help": "Options of the extra reward components as JSON: {\"NAME\": {option: value}}."},
+        metadata={"help": 'Options of the extra reward components as JSON: {"NAME": {option: value}}.'},
     )
     fixups: list[str] | None = field(
         default=None,

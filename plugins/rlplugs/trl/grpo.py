@@ -25,15 +25,31 @@ def load_user_dataset(script_args, dataset_args):
     if dataset_args.datasets:
         return get_dataset(dataset_args)
     if script_args.dataset_name:
-        return load_dataset(script_args.dataset_name, name=script_args.dataset_config, streaming=script_args.dataset_streaming)
+        return load_dataset(
+            script_args.dataset_name, name=script_args.dataset_config, streaming=script_args.dataset_streaming
+        )
     return None
+
+
+def set_model_init_kwargs(training_args, model_args) -> None:
+    """How the trainer loads the model from ``--model_name_or_path`` (explicit
+    ``--model_init_kwargs`` win), as TRL's own scripts do."""
+    from_model_args = dict(
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+        attn_implementation=model_args.attn_implementation,
+        dtype=model_args.dtype,
+    )
+    training_args.model_init_kwargs = {**from_model_args, **(training_args.model_init_kwargs or {})}
 
 
 def build_callbacks(names: list[str] | None, training_args, spec) -> list:
     """TRL callbacks of the checkpoint fixups named with ``--fixups``."""
     from rlplugs.registry import get_registry
 
-    return [get_registry().get("checkpoint_fixup", n).build().trainer_callback(training_args, spec) for n in names or []]
+    return [
+        get_registry().get("checkpoint_fixup", n).build().trainer_callback(training_args, spec) for n in names or []
+    ]
 
 
 def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset_args, spec=None) -> None:
@@ -52,14 +68,7 @@ def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset
             f"env '{spec.name}' brings its own reward components; add registered ones with --extra_rewards "
             "instead of --reward_funcs/--reward_model_name_or_path"
         )
-    model_init_kwargs = dict(
-        revision=model_args.model_revision,
-        trust_remote_code=training_args.trust_remote_code,
-        attn_implementation=model_args.attn_implementation,
-        dtype=model_args.dtype,
-    )
-    training_args.model_init_kwargs = {**model_init_kwargs, **(training_args.model_init_kwargs or {})}
-
+    set_model_init_kwargs(training_args, model_args)
     if not script_args.skip_preflight:  # a reward that never computes must stop the run before step 0
         report = spec.preflight()
         log.info("preflight of env '%s': %s", spec.name, {k: f"{v['scored']}/{v['of']}" for k, v in report.items()})
@@ -72,7 +81,9 @@ def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset
         eval_dataset = dataset[script_args.dataset_test_split] if training_args.eval_strategy != "no" else None
     else:
         train_dataset = spec.dataset(script_args.env_split)
-        eval_split = script_args.dataset_test_split if script_args.dataset_test_split in spec.datasets else spec.eval.splits[0]
+        eval_split = (
+            script_args.dataset_test_split if script_args.dataset_test_split in spec.datasets else spec.eval.splits[0]
+        )
         eval_dataset = spec.dataset(eval_split) if training_args.eval_strategy != "no" else None
 
     trainer = EnvGRPOTrainer(

@@ -64,7 +64,11 @@ class ChatRenderer:
 
     def text(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation_prompt, chat_template=self.template, **self.kwargs
+            messages,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+            chat_template=self.template,
+            **self.kwargs,
         )
 
     def ids(self, messages: list[dict[str, Any]]) -> list[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from rlplugs.trl.arguments import make_sft_parser, parse_with_env_defaults
-from rlplugs.trl.grpo import build_callbacks, load_user_dataset
+from rlplugs.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -23,13 +23,7 @@ def main(script_args, training_args, model_args, dataset_args, spec=None) -> Non
         raise ValueError("no environment: pass --env NAME (or use stock `trl sft` without rlplugs)")
     if not model_args.model_name_or_path:
         raise ValueError("pass --model_name_or_path (a Hub id or a local directory)")
-    model_init_kwargs = dict(
-        revision=model_args.model_revision,
-        trust_remote_code=training_args.trust_remote_code,
-        attn_implementation=model_args.attn_implementation,
-        dtype=model_args.dtype,
-    )
-    training_args.model_init_kwargs = {**model_init_kwargs, **(training_args.model_init_kwargs or {})}
+    set_model_init_kwargs(training_args, model_args)
     dataset = load_user_dataset(script_args, dataset_args)
     if dataset is not None:
         train_dataset = dataset[script_args.dataset_train_split]
@@ -62,5 +56,7 @@ def make_parser(prog: str | None = None):
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    (script_args, training_args, model_args, dataset_args), env_spec = parse_with_env_defaults(make_parser(), strict=False)
+    (script_args, training_args, model_args, dataset_args), env_spec = parse_with_env_defaults(
+        make_parser(), strict=False
+    )
     main(script_args, training_args, model_args, dataset_args, env_spec)
