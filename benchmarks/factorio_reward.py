@@ -7,7 +7,8 @@ fork bombs are left out: without isolation they would take the benchmarking proc
 
 Both modes use the same static checks and the same per-scene program time limit; the in-process
 mode runs each program with factory-sim's own watchdog in this process, one scene after another,
-with no process isolation. Prints scenes/s of both and their ratio, and writes
+with no process isolation. The modes alternate, twice each, and the best pass of each counts.
+Prints scenes/s of both and their ratio, and writes
 ``benchmarks/results/factorio_reward.json``.
 
     python benchmarks/factorio_reward.py
@@ -36,6 +37,7 @@ from factorio_build.worker import MAX_TIME_LIMIT_HITS
 from rlplugs.rewards import Sample
 
 PROGRAMS, GROUP = 128, 16
+REPEATS = 2
 BROKEN = [
     "```python\ndef build(world):\n    return world.me()[5]\n```",
     "```python\ndef build(world):\n    world.wait()\n```",
@@ -100,9 +102,15 @@ def main() -> None:
     samples = step_batch(config)
     scenes = PROGRAMS * config.n_scenes
     load_before = os.getloadavg()
-    t_in = in_process(samples, config)
-    t_pool = sandboxed(samples, config)
-    t_pool_1 = sandboxed(samples, config.model_copy(update={"workers": 1}))
+    one_worker = config.model_copy(update={"workers": 1})
+    # Interleaved repeats, best of each: the machine is shared, so a single pass mostly measures
+    # what the neighbours were doing at that moment.
+    times: dict[str, list[float]] = {"in": [], "pool": [], "pool_1": []}
+    for _ in range(REPEATS):
+        times["in"].append(in_process(samples, config))
+        times["pool"].append(sandboxed(samples, config))
+        times["pool_1"].append(sandboxed(samples, one_worker))
+    t_in, t_pool, t_pool_1 = min(times["in"]), min(times["pool"]), min(times["pool_1"])
     result = {
         "scenes_per_s_sandboxed": scenes / t_pool,
         "scenes_per_s_inprocess": scenes / t_in,
@@ -117,6 +125,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
                     "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
                     "note": "2-core CPU machine shared with other concurrent jobs; both modes measured in one run"},
+        "seconds_per_pass": {k: [round(t, 2) for t in v] for k, v in times.items()},
         "command": "python benchmarks/factorio_reward.py",
     }
     for key in ("scenes_per_s_sandboxed", "scenes_per_s_inprocess", "scenes_per_s_sandboxed_1_worker"):
