@@ -1,0 +1,116 @@
+"""Relaxations per second: batched FIRE over CHGNet's batched forward vs sequential ASE, one run.
+
+    python benchmarks/matrl_relax.py --device cuda --n 512 --sequential 24      # the H200 figure
+    python benchmarks/matrl_relax.py --device cpu --n 8 --sequential 4 --steps 5 # CPU smoke run
+
+Both sides relax the same kind of cells (textbook prototypes, 2-20 atoms, perturbed) with the same
+model (CHGNet 0.3.0), FIRE + UnitCellFilter, ``--steps`` steps, fmax 0.1. The sequential side is
+ASE's FIRE with CHGNet's ASE calculator, one structure at a time, on the same device. It relaxes the
+first ``--sequential`` structures and both rates are per structure, so the ratio compares like with
+like. Energies of the common structures are compared too (they must agree: same algorithm).
+Goals (issue 4/7): >= 100 relaxations/s batched and >= 20x sequential on one H200.
+Writes benchmarks/results/matrl_relax.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "env_plugins"))  # the GPU machine runs from a bare checkout
+
+
+def cells(n: int, seed: int = 0):
+    import numpy as np
+
+    from matrl.prototypes import binary_prototypes, perovskite
+
+    pairs = [("Na", "Cl"), ("K", "Br"), ("Mg", "O"), ("Ca", "O"), ("Li", "F"), ("Zn", "S"), ("Ca", "F"),
+             ("Li", "O"), ("Sr", "S"), ("Ba", "O"), ("Cs", "I"), ("Al", "N"), ("Ga", "P"), ("Zr", "O")]
+    base = [s for c, a in pairs for _, s in binary_prototypes(c, a)]
+    base += [perovskite("Sr", "Ti"), perovskite("Ba", "Zr"), perovskite("K", "Nb")]
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        s = base[len(out) % len(base)].copy()
+        reps = int(rng.integers(1, 4))
+        if len(s) * reps <= 20:
+            s.make_supercell([reps, 1, 1])
+        s.perturb(0.05, min_distance=0.0)
+        s.scale_lattice(s.volume * float(rng.uniform(0.95, 1.08)))
+        out.append(s)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="batched vs sequential MLIP relaxation throughput")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--n", type=int, default=512, help="structures relaxed in the batched run")
+    parser.add_argument("--sequential", type=int, default=24, help="structures relaxed one by one with ASE")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fmax", type=float, default=0.1)
+    parser.add_argument("--max_atoms_per_batch", type=int, default=8192)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/matrl_relax.json"))
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+
+    import numpy as np
+    import torch
+    from chgnet.model import CHGNet
+
+    from matrl.relax import BatchRelaxer, relax_with_ase
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = CHGNet.load(verbose=False, use_device=device)
+    relaxer = BatchRelaxer(model, device=device, max_atoms_per_batch=args.max_atoms_per_batch)
+    structures = cells(args.n)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+    relaxer.relax(cells(4, seed=1), steps=2)  # warm-up: kernels, allocator
+    relax_with_ase(cells(1, seed=1)[0], model, steps=2)
+    relaxer.seconds = {"graphs": 0.0, "forward": 0.0}
+
+    sync()
+    start = time.perf_counter()
+    batched = relaxer.relax(structures, steps=args.steps, fmax=args.fmax)
+    sync()
+    t_batched = time.perf_counter() - start
+
+    sequential = []
+    start = time.perf_counter()
+    for s in structures[: args.sequential]:
+        sequential.append(relax_with_ase(s, model, steps=args.steps, fmax=args.fmax))
+    sync()
+    t_sequential = time.perf_counter() - start
+
+    diff = [abs(a.energy_per_atom - b.energy_per_atom) for a, b in zip(batched, sequential)]
+    rate_b, rate_s = len(structures) / t_batched, len(sequential) / t_sequential
+    result = {
+        "relax_per_s_batched": round(rate_b, 2),
+        "relax_per_s_sequential": round(rate_s, 2),
+        "speedup": round(rate_b / rate_s, 2),
+        "device": torch.cuda.get_device_name(0) if device.startswith("cuda") else f"cpu ({platform.processor() or platform.machine()})",
+        "mlip": "CHGNet 0.3.0 (chgnet 0.4.2)",
+        "n_batched": len(structures), "n_sequential": len(sequential),
+        "steps": args.steps, "fmax": args.fmax,
+        "mean_atoms": round(float(np.mean([len(s) for s in structures])), 2),
+        "max_atoms": max(len(s) for s in structures),
+        "mean_steps_batched": round(float(np.mean([r.steps for r in batched])), 2),
+        "mean_steps_sequential": round(float(np.mean([r.steps for r in sequential])), 2),
+        "max_abs_energy_diff_ev_per_atom": round(max(diff), 6) if diff else None,
+        "batched_seconds": {"total": round(t_batched, 3), **{k: round(v, 3) for k, v in relaxer.seconds.items()}},
+        "torch": torch.__version__, "python": platform.python_version(),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

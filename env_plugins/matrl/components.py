@@ -1,0 +1,110 @@
+"""Judge-backed reward components registered for *any* environment (``rlplugs_register_reward_components``).
+
+The ``matrl`` environment uses its judges inside episodes; these components expose the same judges
+to single-turn setups (a completion that ends in a ``submit`` tool call or a structure JSON/CIF):
+
+- ``matrl-stability``: CHGNet relaxation + hull -> stability credit;
+- ``matrl-band-gap``: MEGNet band gap vs the row's ``band_gap_ev``;
+- ``matrl-bulk-modulus``: clamped-ion Birch–Murnaghan K vs the row's ``bulk_modulus_gpa``.
+
+Each is a *remote* component (``retry`` set): with ``judge_url`` the judge runs in the HTTP judge
+service and transient failures are retried with backoff by the core; anything else that stops a
+judge makes the term unscored with its reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from pydantic import Field
+
+from matrl.judges import JudgeUnavailable
+from matrl.rewards import BAND_GAP_TOL, BAND_GAP_WIDTH, BULK_TOL_FRAC, BULK_WIDTH_FRAC, closeness, stability_credit
+from matrl.structures import StructureInputError, parse_structure
+from matrl.toolcalls import parse_tool_calls
+from rlplugs.config import StrictConfig
+from rlplugs.registry import Registration
+from rlplugs.rewards import RetryPolicy, RewardComponent, Sample, Unscorable
+
+
+class JudgeComponentConfig(StrictConfig):
+    judge_url: str | None = Field(None, description="a running judge service; default: in-process judges")
+    band_gap_model: str | None = Field(None, description="MatGL-format MEGNet folder (matrl-band-gap)")
+    device: str = "cpu"
+    weight: float = 1.0
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+
+def structure_from_completion(text: str):
+    """The structure of the last submit/evaluate call, else a bare JSON/CIF in the acting text."""
+    for call in reversed(parse_tool_calls(text)):
+        if isinstance(call.arguments.get("structure"), str):
+            return parse_structure(call.arguments["structure"])
+    body = text.split("</think>")[-1]
+    match = re.search(r"\{.*\}", body, re.S)
+    return parse_structure(match.group(0) if match else body)
+
+
+@functools.lru_cache(maxsize=4)
+def _judges(config: JudgeComponentConfig):
+    from matrl.hull import load_hull_reference
+    from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge, SwitchedOff
+    from matrl.service import HttpJudges
+
+    if config.judge_url:
+        remote = HttpJudges(config.judge_url, config.retry.timeout_s)
+        return remote, remote, remote, load_hull_reference()
+    mlip = CHGNetJudge(config.device)
+    band_gap = MEGNetBandGapJudge(config.band_gap_model) if config.band_gap_model else SwitchedOff("band-gap")
+    return mlip, band_gap, EOSElasticJudge(mlip), load_hull_reference()
+
+
+def _structure(sample: Sample):
+    try:
+        return structure_from_completion(sample.completion)
+    except StructureInputError as exc:
+        raise Unscorable(f"no usable structure in the completion: {exc}") from None
+
+
+def _stability(config: JudgeComponentConfig, sample: Sample) -> float:
+    mlip, _, _, hull = _judges(config)
+    record = mlip.relax([_structure(sample)])[0]
+    return stability_credit(hull.e_above_hull(record.structure.composition, record.energy_per_atom, record.scale))
+
+
+def _band_gap(config: JudgeComponentConfig, sample: Sample) -> float:
+    if "band_gap_ev" not in sample.row:
+        raise Unscorable("row has no band_gap_ev target")
+    _, band_gap, _, _ = _judges(config)
+    try:
+        gap = band_gap.band_gap([_structure(sample)])[0]
+    except JudgeUnavailable as exc:
+        raise Unscorable(str(exc)) from None
+    return closeness(gap, float(sample.row["band_gap_ev"]), BAND_GAP_TOL, BAND_GAP_WIDTH)
+
+
+def _bulk_modulus(config: JudgeComponentConfig, sample: Sample) -> float:
+    if "bulk_modulus_gpa" not in sample.row:
+        raise Unscorable("row has no bulk_modulus_gpa target")
+    mlip, _, elastic, _ = _judges(config)
+    relaxed = mlip.relax([_structure(sample)])[0].structure
+    k = elastic.bulk_modulus([relaxed])[0]
+    if k is None:
+        raise Unscorable("Birch–Murnaghan fit failed for this cell")
+    target = float(sample.row["bulk_modulus_gpa"])
+    return closeness(k, target, BULK_TOL_FRAC * target, BULK_WIDTH_FRAC * target)
+
+
+def _factory(name: str, fn, description: str):
+    def build(config: JudgeComponentConfig) -> RewardComponent:
+        return RewardComponent(name.replace("-", "_"), functools.partial(fn, config), config.weight, description,
+                               retry=config.retry)
+    return Registration(name=name, factory=build, config=JudgeComponentConfig, summary=description)
+
+
+JUDGE_COMPONENTS = [
+    _factory("matrl-stability", _stability, "CHGNet-relaxed energy above the hull -> stability credit"),
+    _factory("matrl-band-gap", _band_gap, "MEGNet PBE band gap close to the row's band_gap_ev"),
+    _factory("matrl-bulk-modulus", _bulk_modulus, "clamped-ion Birch-Murnaghan bulk modulus close to bulk_modulus_gpa"),
+]

@@ -1,0 +1,203 @@
+"""Registers the ``matrl`` environment and its judge-backed reward components with rlplugs.
+
+Read top to bottom: config -> judges (built once per process, lazily) -> datasets -> episodes ->
+preflight -> EnvSpec -> registrations and CLI commands.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+import rlplugs
+from rlplugs.config import StrictConfig
+from rlplugs.envspec import EnvSpec, EvalProtocol
+from rlplugs.registry import Registration
+from rlplugs.rewards import RetryPolicy, Sample
+
+log = logging.getLogger(__name__)
+
+
+class MatrlConfig(StrictConfig):
+    """Options of the ``matrl`` environment (YAML ``env_options`` / TOML ``args``)."""
+
+    task_mix: dict[str, float] = Field(default_factory=lambda: dict(_default_mix()), validate_default=True,
+                                       description="share of each task kind; must sum to 1")
+    train_rows: int = Field(2048, description="rows in the train split")
+    eval_rows: int = Field(128, description="rows in the validation and test splits")
+    prompt_csv: str | None = Field(None, description="MP-20-style CSV whose formulas/elements/gaps/space groups become tasks")
+    reference_csvs: list[str] = Field(default_factory=list, description="MP-20-style CSVs (cif column) for novelty; "
+                                                                        "default: the embedded prototypes")
+    hull_reference: str | None = Field(None, description="hull reference JSON; default: the embedded approximate hull")
+    max_turns: int = 10
+    max_evaluations: int = 8
+    max_atoms: int = 20
+    relax_steps: int = 20
+    fmax: float = 0.1
+    device: str = "cpu"
+    mlip: Literal["chgnet", "sevenn"] = Field("chgnet", description="chgnet = reward MLIP; sevenn = held-out judge")
+    sevenn_model: str = "7net-0"
+    band_gap_model: str | None = Field(None, description="MatGL-format MEGNet folder (model.json + state.pt); "
+                                                         "None switches the band-gap judge off")
+    elastic_judge: bool = Field(True, description="False switches the bulk-modulus judge off")
+    judge_url: str | None = Field(None, description="use a running judge service (rlplugs matrl serve-judges)")
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    cache_size: int = Field(4096, description="LRU size of the relaxation and novelty caches")
+    seed: int = 0
+
+    @field_validator("task_mix")
+    @classmethod
+    def _mix(cls, value):
+        from matrl.tasks import validate_mix
+
+        return validate_mix(value)
+
+
+def _default_mix():
+    from matrl.tasks import DEFAULT_TASK_MIX
+
+    return DEFAULT_TASK_MIX
+
+
+def judge_set(config: MatrlConfig):
+    """The process-wide judges for one config (models load once, on first use)."""
+    return _judge_set(config.model_dump_json())
+
+
+@functools.lru_cache(maxsize=4)
+def _judge_set(config_json: str):
+    config = MatrlConfig.model_validate_json(config_json)
+    from matrl.evaluation import JudgeSet
+    from matrl.hull import DEFAULT_REFERENCE, RejudgedHull, load_hull_reference
+    from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge, SevenNetJudge, SwitchedOff
+    from matrl.novelty import NoveltyReference
+    from matrl.service import HttpJudges
+    from matrl.structures import parse_structure
+
+    hull = load_hull_reference(config.hull_reference or DEFAULT_REFERENCE)
+    if config.judge_url:
+        mlip = band_gap = elastic = HttpJudges(config.judge_url, timeout_s=config.retry.timeout_s)
+    else:
+        if config.mlip == "chgnet":
+            mlip = CHGNetJudge(config.device, config.relax_steps, config.fmax, config.cache_size)
+        else:
+            mlip = SevenNetJudge(config.sevenn_model, config.device, config.relax_steps, config.fmax, config.cache_size)
+        band_gap = MEGNetBandGapJudge(config.band_gap_model) if config.band_gap_model else SwitchedOff("band-gap")
+        elastic = EOSElasticJudge(mlip) if config.elastic_judge else SwitchedOff("bulk-modulus (elastic)")
+    if mlip.scale != hull.scale:
+        hull = RejudgedHull(hull, mlip)
+    if config.reference_csvs:
+        from matrl.tasks import load_mp20_csv
+
+        known = [(r.material_id, r.structure) for path in config.reference_csvs for r in load_mp20_csv(path)]
+        source = ", ".join(Path(p).name for p in config.reference_csvs)
+    else:
+        base = load_hull_reference(config.hull_reference or DEFAULT_REFERENCE)
+        known = [(f"{e.formula} ({e.label})", parse_structure(json.dumps(e.structure), 10_000))
+                 for e in base.entries if e.structure]
+        source = "embedded prototype set (approximate)"
+    return JudgeSet(mlip, band_gap, elastic, hull, NoveltyReference(known, source, config.cache_size), config.retry)
+
+
+def dataset_rows(config: MatrlConfig, split: str) -> list[dict]:
+    from matrl.episode import system_prompt
+    from matrl.tasks import build_rows, builtin_conditions, load_mp20_csv, mp20_conditions
+
+    conditions = (mp20_conditions(load_mp20_csv(config.prompt_csv, config.max_atoms)) if config.prompt_csv
+                  else builtin_conditions())
+    n = config.train_rows if split == "train" else config.eval_rows
+    system = system_prompt(config.max_turns, config.max_evaluations, config.max_atoms)
+    rows = build_rows(split, n, config.task_mix, conditions, config.seed, config.max_atoms)
+    return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": r["request"]}],
+             "task": r["task"], "target": json.dumps(r["target"]), "task_id": r["task_id"], "max_atoms": r["max_atoms"]}
+            for r in rows]
+
+
+def _dataset(config: MatrlConfig, split: str):
+    from datasets import Dataset, DatasetInfo
+
+    mix = ", ".join(f"{k} {v:.0%}" for k, v in config.task_mix.items())
+    return Dataset.from_list(dataset_rows(config, split), info=DatasetInfo(description=f"matrl {split}; task mix: {mix}"))
+
+
+def episode_factory(config: MatrlConfig):
+    from matrl.episode import MatrlEpisode
+    from matrl.evaluation import Evaluator
+    from matrl.rewards import episode_scores
+
+    def start(row: dict):
+        judges = judge_set(config)
+        target = row["target"] if isinstance(row["target"], dict) else json.loads(row["target"])
+        row = {**row, "target": target}
+        return MatrlEpisode(row, Evaluator(judges), lambda r, sub: episode_scores(r["task"], r["target"], sub),
+                            config.max_turns, config.max_evaluations)
+
+    return start
+
+
+def preflight_samples(config: MatrlConfig) -> list[Sample]:
+    """Real episodes played by the reference policy: a formula task (relaxation, hull, novelty),
+    a band-gap task (real MEGNet prediction) and a bulk-modulus task (real EOS fit)."""
+    from matrl.episode import system_prompt
+    from matrl.policy import PrototypePolicy
+    from matrl.tasks import task_row
+    from rlplugs.episode import play
+
+    start = episode_factory(config)
+    system = system_prompt(config.max_turns, config.max_evaluations, config.max_atoms)
+    samples = []
+    for k, (kind, cond) in enumerate([("formula", "NaCl"), ("formula", "MgO"), ("band_gap", 3.0), ("bulk_modulus", 150.0)]):
+        r = task_row(kind, cond, config.max_atoms)
+        row = {"prompt": [{"role": "system", "content": system}, {"role": "user", "content": r["request"]}],
+               "task": kind, "target": r["target"], "task_id": f"preflight-{k}", "max_atoms": config.max_atoms}
+        episode = play(start(row), PrototypePolicy(), max_turns=config.max_turns)
+        samples.append(Sample(prompt=row["prompt"], completion="", row=row, episode=episode, group=0))
+    return samples
+
+
+def build_env(config: MatrlConfig) -> EnvSpec:
+    from matrl.policy import PrototypePolicy
+    from matrl.render import render_sample
+    from matrl.rewards import build_components
+
+    return EnvSpec(
+        name="matrl",
+        description="Multi-turn crystal-structure design with MLIP judges (CHGNet reward, SevenNet held out), "
+                    "SUN, diversity, band-gap and bulk-modulus rewards. Hull: approximate unless configured.",
+        datasets={s: functools.partial(_dataset, config, s) for s in ("train", "validation", "test")},
+        components=build_components(),
+        preflight_samples=functools.partial(preflight_samples, config),
+        episodes=episode_factory(config),
+        eval=EvalProtocol(splits=("test",), rows=64, samples_per_row=4, temperature=1.0, enable_thinking=True,
+                          max_new_tokens=2048, report_by=("task",), success_component="sun"),
+        trainer_defaults={"num_generations": 16, "temperature": 1.15, "max_completion_length": 2048,
+                          "learning_rate": 1e-6, "max_turns": config.max_turns},
+        model_defaults={"enable_thinking": True},
+        reference_policy=PrototypePolicy(),
+        render=render_sample,
+    )
+
+
+@rlplugs.hookimpl
+def rlplugs_register_environments():
+    return [Registration(name="matrl", factory=build_env, config=MatrlConfig,
+                         summary="crystal design with tool calls; CHGNet-judged SUN, diversity, band gap, bulk modulus")]
+
+
+@rlplugs.hookimpl
+def rlplugs_register_reward_components():
+    from matrl.components import JUDGE_COMPONENTS
+
+    return JUDGE_COMPONENTS
+
+
+@rlplugs.hookimpl
+def rlplugs_add_cli_commands(subparsers):
+    from matrl.cli import add_commands
+
+    add_commands(subparsers)

@@ -1,0 +1,54 @@
+"""Task mix, splits and loaders: the dataset declares its mix; MP-20 CSVs (cif column) load."""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from matrl.plugin import MatrlConfig
+from matrl.tasks import DEFAULT_TASK_MIX, build_rows, builtin_conditions, load_mp20_csv, mp20_conditions
+from rlplugs.registry import UnknownOptionError, get_environment
+
+MP20 = Path("/work/shared/data/mp20-subset")
+
+
+def test_rows_follow_the_task_mix():
+    rows = build_rows("train", 1000, DEFAULT_TASK_MIX, builtin_conditions())
+    counts = Counter(r["task"] for r in rows)
+    assert {k: counts[k] / 1000 for k in DEFAULT_TASK_MIX} == pytest.approx(DEFAULT_TASK_MIX, abs=0.002)
+
+
+def test_splits_hold_disjoint_conditions():
+    conds = builtin_conditions()
+    seen = {}
+    for split in ("train", "validation", "test"):
+        seen[split] = {r["target"].get("formula") for r in build_rows(split, 400, {"formula": 1.0}, conds)}
+    assert not seen["train"] & seen["validation"] and not seen["train"] & seen["test"]
+
+
+def test_mp20_csv_loads_structures_and_conditions():
+    rows = load_mp20_csv(MP20 / "test.csv", max_atoms=20)
+    assert len(rows) > 100 and all(len(r.structure) <= 20 for r in rows)
+    assert rows[0].formula == "GaTe" and rows[0].space_group == 194
+    conds = mp20_conditions(rows)
+    assert "GaTe" in conds["formula"]
+
+
+def test_env_dataset_declares_mix_and_has_eval_splits():
+    spec = get_environment("matrl", {"train_rows": 20, "eval_rows": 10, "prompt_csv": str(MP20 / "val.csv")})
+    assert set(spec.datasets) == {"train", "validation", "test"}
+    ds = spec.dataset("validation")
+    assert len(ds) == 10 and "task mix" in ds.info.description
+    row = ds[0]
+    assert row["prompt"][0]["role"] == "system" and "<tool_call>" in row["prompt"][0]["content"]
+    assert isinstance(json.loads(row["target"]), dict)
+
+
+def test_config_rejects_typos_and_bad_mixes():
+    with pytest.raises(UnknownOptionError, match="max_turns"):
+        get_environment("matrl", {"max_turn": 5})
+    with pytest.raises(ValueError, match="sum to 1"):
+        MatrlConfig(task_mix={"formula": 0.5})
+    with pytest.raises(ValueError, match="unknown task kind"):
+        MatrlConfig(task_mix={"formulas": 1.0})
