@@ -12,9 +12,13 @@ Read in order: ``words`` -> ``master`` -> the games (``wordle``, ``taboo``, ``re
 are built from the EnvSpec on first access, so importing this package never needs verifiers.
 """
 
-from clembench_games.instances import GAMES, instances, new_game
-from clembench_games.master import GameEpisode, GameMaster, play_scripted
-from clembench_games.scoring import clem_table
+from clembench_games.instances import GAMES as GAMES
+from clembench_games.instances import instances as instances
+from clembench_games.instances import new_game as new_game
+from clembench_games.master import GameEpisode as GameEpisode
+from clembench_games.master import GameMaster as GameMaster
+from clembench_games.master import play_scripted as play_scripted
+from clembench_games.scoring import clem_table as clem_table
 
 #: What verifiers looks for: one Taskset, the multi-seat Env, and the local chat harness.
 __all__ = ["ClembenchGamesTaskset", "ClembenchGamesEnv", "ClembenchGamesHarness"]

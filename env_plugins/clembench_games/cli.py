@@ -51,7 +51,7 @@ def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, spl
     live = list(range(len(running)))
     while live:
         replies = policy.generate([running[i].observation() for i in live], n=1)
-        for i, (reply,) in zip(live, replies):
+        for i, (reply,) in zip(live, replies, strict=True):
             running[i].step(reply)
             if running[i].done:
                 saved.append(save_episode(out, running[i].record(), i))

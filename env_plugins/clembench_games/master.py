@@ -25,14 +25,10 @@ import copy
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from rlplugs.episode import Message, StepResult
 from rlplugs.rewards import Score
-
-#: A scripted player: ``(game, seat, observation, rng) -> reply``.
-Player = Callable[["GameMaster", str, list[Message], random.Random], str]
-
 
 class GameError(RuntimeError):
     """The game master was driven wrongly (a reply when no seat is asked, a finished game)."""

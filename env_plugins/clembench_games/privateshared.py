@@ -58,7 +58,7 @@ def make_slots(scenario: str, rng: random.Random) -> list[dict[str, str]]:
 def cohen_kappa(truth: list[bool], answers: list[bool]) -> float:
     """Agreement beyond chance; 1 for perfect agreement even when only one class occurs."""
     n = len(truth)
-    observed = sum(t == a for t, a in zip(truth, answers)) / n
+    observed = sum(t == a for t, a in zip(truth, answers, strict=True)) / n
     p_truth, p_ans = sum(truth) / n, sum(answers) / n
     expected = p_truth * p_ans + (1 - p_truth) * (1 - p_ans)
     if expected >= 1.0:

@@ -30,7 +30,7 @@ from clembench_games.words import five_letter_dictionary, words
 _FEEDBACK = re.compile(r"Feedback: ((?:[a-z] (?:green|yellow|red)(?:, )?){5})")
 _CLUE = re.compile(r"the word is an? (noun|adjective|verb) whose (\w+) letter is '([a-z])'")
 _PROPOSAL = re.compile(r"Proposed guess: ([a-z]+)")
-_GRID = re.compile(r"(first|second|third) grid:\n((?:.+\n?){%d})" % SIZE)
+_GRID = re.compile(rf"(first|second|third) grid:\n((?:.+\n?){{{SIZE}}})")
 
 
 def _texts(messages: list[Message], role: str) -> list[str]:

@@ -67,7 +67,7 @@ def show(grid: Grid) -> str:
 
 
 def show_three(grids: list[Grid]) -> str:
-    return "\n\n".join(f"{name} grid:\n{show(g)}" for name, g in zip(ORDINALS, grids))
+    return "\n\n".join(f"{name} grid:\n{show(g)}" for name, g in zip(ORDINALS, grids, strict=True))
 
 
 class ReferenceGame(GameMaster):

@@ -45,7 +45,7 @@ def feedback(guess: str, target: str) -> list[str]:
     """Colour per letter, with repeated letters handled as in the word game (greens first)."""
     colours = ["red"] * len(guess)
     spare: dict[str, int] = {}
-    for i, (g, t) in enumerate(zip(guess, target)):
+    for i, (g, t) in enumerate(zip(guess, target, strict=True)):
         if g == t:
             colours[i] = "green"
         else:
@@ -58,7 +58,7 @@ def feedback(guess: str, target: str) -> list[str]:
 
 
 def describe(guess: str, colours: list[str]) -> str:
-    return ", ".join(f"{g} {c}" for g, c in zip(guess, colours))
+    return ", ".join(f"{g} {c}" for g, c in zip(guess, colours, strict=True))
 
 
 def make_clue(target: str, kind: str, rng: random.Random) -> dict:

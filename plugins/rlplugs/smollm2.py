@@ -63,7 +63,7 @@ def build_smollm2_tokenizer(gguf_path: Path):
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
     )
     tk.decoder = decoders.ByteLevel()
-    specials = [t for t, kind in zip(tokens, types) if kind == 3]  # GGUF token type 3 = control
+    specials = [t for t, kind in zip(tokens, types, strict=True) if kind == 3]  # GGUF token type 3 = control
     tk.add_special_tokens(specials)
     tok = PreTrainedTokenizerFast(
         tokenizer_object=tk,
