@@ -91,3 +91,13 @@ def test_transcripts_round_trip_as_json_with_an_html_page_each_and_an_index(spec
     html = next(p for p in tmp_path.rglob("*.html") if p.name != "index.html").read_text()
     assert "GM →" in html and "</html>" in html
     assert json.loads((tmp_path / "scores.json").read_text())["games"].keys() == set(GAMES)
+
+
+def test_games_cli_rejects_unknown_games_and_missing_runs_with_exit_code_2(tmp_path, capsys):
+    from rlplugs.cli import main
+
+    assert main(["games", "collect", "--model", str(tmp_path), "--games", "wordel", "--out", str(tmp_path / "o")]) == 2
+    assert "did you mean 'wordle'" in capsys.readouterr().err
+    assert main(["games", "sft-data", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "no run directory" in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()

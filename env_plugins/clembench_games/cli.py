@@ -19,6 +19,8 @@ from itertools import cycle, islice
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from rlplugs.episode import BatchPolicy
 
 from clembench_games.instances import GAMES
@@ -71,8 +73,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
     try:
         games = list(ClembenchGamesConfig(games=tuple(args.games)).games)
-    except ValueError as exc:
-        Console(stderr=True).print(f"error: {exc}", markup=False)
+    except ValidationError as exc:
+        Console(stderr=True).print(f"error: {exc.errors()[0]['msg']}", markup=False)
         return 2
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                       batch_size=args.batch_size, seed=args.seed)
@@ -85,9 +87,20 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _missing_runs(runs: list[str]) -> bool:
+    from rich.console import Console
+
+    missing = [r for r in runs if not Path(r).is_dir()]
+    if missing:
+        Console(stderr=True).print(f"error: no run directory {', '.join(missing)}", markup=False)
+    return bool(missing)
+
+
 def _cmd_sft_data(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    if _missing_runs(args.runs):
+        return 2
     records = [r for runs in args.runs for r in load_records(Path(runs))]
     samples = won_turn_samples(records)
     out = Path(args.out)
@@ -101,6 +114,8 @@ def _cmd_sft_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
+    if _missing_runs(args.runs):
+        return 2
     table = clem_table(r for runs in args.runs for r in load_records(Path(runs)))
     if args.json:
         print(json.dumps(table, indent=1))  # noqa: T201 - CLI output
