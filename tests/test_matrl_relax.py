@@ -61,6 +61,16 @@ def test_packing_limit_splits_forward_passes_without_changing_results(relaxer):
         [r.energy_per_atom for r in relaxer.relax(cells, steps=2)], abs=1e-5)
 
 
+def test_graph_worker_pool_gives_the_same_relaxations(relaxer):
+    cells = _cells() * 2
+    pooled = BatchRelaxer(relaxer.model, graph_workers=2)
+    try:
+        assert [r.energy_per_atom for r in pooled.relax(cells, steps=2)] == pytest.approx(
+            [r.energy_per_atom for r in relaxer.relax(cells, steps=2)], abs=1e-6)
+    finally:
+        pooled.close()
+
+
 def test_bulk_modulus_of_relaxed_rocksalt_is_physical(relaxer):
     mgo = Structure.from_spacegroup("Fm-3m", Lattice.cubic(4.21), ["Mg", "O"], [[0, 0, 0], [0.5, 0.5, 0.5]])
     relaxed = relaxer.relax([mgo.get_primitive_structure()], steps=10)[0].structure

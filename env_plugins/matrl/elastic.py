@@ -15,7 +15,7 @@ import numpy as np
 from pymatgen.analysis.eos import EOS
 from pymatgen.core import Structure
 
-LINEAR_STRAINS = (-0.02, -0.01, 0.0, 0.01, 0.02)
+LINEAR_STRAINS = (-0.03, -0.015, 0.0, 0.015, 0.03)
 
 
 @dataclass(frozen=True)

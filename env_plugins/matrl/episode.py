@@ -119,6 +119,13 @@ class MatrlEpisode:
         twin._scores = dict(self._scores) if self._scores is not None else None
         return twin
 
+    def __getstate__(self) -> dict[str, Any]:
+        # TRL gathers finished episodes across processes (pickle): ship the game state, not the
+        # judges (models, caches) that the evaluator holds; scores() needs only the scorer.
+        state = dict(self.__dict__)
+        state["evaluator"] = None
+        return state
+
     def record(self) -> dict[str, Any]:
         return {"task_id": self.row.get("task_id"), "task": self.row.get("task"), "target": self.row.get("target"),
                 "turns": self.turns, "evaluations": self.evaluations, "submission": self.submission,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -64,9 +65,14 @@ def _default_mix():
     return DEFAULT_TASK_MIX
 
 
+_JUDGES_LOCK = threading.Lock()
+
+
 def judge_set(config: MatrlConfig):
-    """The process-wide judges for one config (models load once, on first use)."""
-    return _judge_set(config.model_dump_json())
+    """The process-wide judges for one config (models load once, on first use, even when many
+    episodes start at once on several threads)."""
+    with _JUDGES_LOCK:
+        return _judge_set(config.model_dump_json())
 
 
 @functools.lru_cache(maxsize=4)
@@ -128,14 +134,13 @@ def _dataset(config: MatrlConfig, split: str):
 def episode_factory(config: MatrlConfig):
     from matrl.episode import MatrlEpisode
     from matrl.evaluation import Evaluator
-    from matrl.rewards import episode_scores
+    from matrl.rewards import score_submission
 
     def start(row: dict):
         judges = judge_set(config)
         target = row["target"] if isinstance(row["target"], dict) else json.loads(row["target"])
         row = {**row, "target": target}
-        return MatrlEpisode(row, Evaluator(judges), lambda r, sub: episode_scores(r["task"], r["target"], sub),
-                            config.max_turns, config.max_evaluations)
+        return MatrlEpisode(row, Evaluator(judges), score_submission, config.max_turns, config.max_evaluations)
 
     return start
 
@@ -168,7 +173,10 @@ def build_env(config: MatrlConfig) -> EnvSpec:
     return EnvSpec(
         name="matrl",
         description="Multi-turn crystal-structure design with MLIP judges (CHGNet reward, SevenNet held out), "
-                    "SUN, diversity, band-gap and bulk-modulus rewards. Hull: approximate unless configured.",
+                    "SUN, diversity, band-gap and bulk-modulus rewards. Judge: " + config.mlip + ". Hull: "
+                    + (config.hull_reference or "APPROXIMATE (embedded textbook prototypes relaxed with CHGNet)")
+                    + ". Novelty reference: " + (", ".join(config.reference_csvs) or "embedded prototypes (approximate)")
+                    + ".",
         datasets={s: functools.partial(_dataset, config, s) for s in ("train", "validation", "test")},
         components=build_components(),
         preflight_samples=functools.partial(preflight_samples, config),

@@ -94,6 +94,11 @@ def episode_scores(task: str, target: dict, sub: dict | None) -> dict[str, Score
     return out
 
 
+def score_submission(row: dict, sub: dict | None) -> dict[str, Score]:
+    """An episode's scorer (module level, so finished episodes pickle)."""
+    return episode_scores(row["task"], row["target"], sub)
+
+
 def _target_score(valid: bool, sub: dict, key: str, target: float, tol: float, width: float) -> Score:
     if not valid:
         return Score(0.0, "invalid structure")

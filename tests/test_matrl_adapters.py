@@ -1,0 +1,78 @@
+"""A scripted policy (known good and known bad structures) through the trainer adapters: TRL's
+reward functions (with episodes pickled as when TRL gathers a group across processes) and the
+verifiers v1 taskset, whose Env plays sibling attempts so group components compare them."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+
+import pytest
+import torch
+from pymatgen.core import Lattice, Structure
+
+from matrl.plugin import MatrlConfig, build_env
+from matrl.policy import ReplayPolicy
+from matrl.structures import structure_to_json
+from matrl.toolcalls import format_call
+from rlplugs.episode import play
+from rlplugs.trl.rewards import EnvRewardFunctions
+
+NACL = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.69), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]]).get_primitive_structure()
+OVERLAP = Structure(Lattice.cubic(4.0), ["Na", "Cl"], [[0, 0, 0], [0.03, 0, 0]])
+
+
+def submit(structure) -> str:
+    return "Submitting.\n</think>\n\n" + format_call("submit", structure=structure_to_json(structure))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_trl_reward_functions_score_gathered_episodes_per_component():
+    spec = build_env(MatrlConfig(relax_steps=6, elastic_judge=False))
+    row = spec.dataset("validation")[0]
+    episodes = [play(spec.episodes(row), ReplayPolicy([submit(s)])) for s in (NACL, NACL, OVERLAP)]
+    gathered = [pickle.loads(pickle.dumps(ep)) for ep in episodes]  # what accelerate's gather_object does
+    assert gathered[0].evaluator is None and gathered[0].record()["submission"] == episodes[0].record()["submission"]
+    rewards = EnvRewardFunctions(spec)
+    n = len(gathered)
+    kwargs = {"episode": gathered, "task": [row["task"]] * n, "target": [row["target"]] * n}
+    values = {f.__name__: f([row["prompt"]] * n, [""] * n, [[i] for i in range(n)], **kwargs) for f in rewards.functions}
+    assert values["valid"] == [1.0, 1.0, 0.0]
+    assert values["unique"] == [0.5, 0.5, 0.0]
+    assert values["group_diversity"] == [0.0, 0.0, 0.0]
+    assert values["sun_marginal"][2] == 0.0 and values["sun_marginal"][0] > 0.0
+    assert values["band_gap_target"][0] is None or row["task"] == "band_gap"
+
+
+def test_verifiers_env_plays_sibling_attempts_scored_as_a_group(tmp_path, monkeypatch):
+    vf = pytest.importorskip("verifiers.v1")
+    from verifiers.v1.cli.eval.runner import run_eval
+    from verifiers.v1.configs.cli.eval import EvalConfig
+    from verifiers.v1.utils import loaders
+
+    from rlplugs.policy_server import serve_policy
+
+    assert loaders.taskset_class("matrl").__name__ == "MatrlTaskset"
+    assert loaders.environment_class("matrl").__name__ == "MatrlEnv"
+    monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
+    env = {"taskset": {"id": "matrl", "split": "validation", "eval_rows": 2, "relax_steps": 6, "elastic_judge": False},
+           "n": 2, "agent": {"runtime": {"type": "subprocess"}}}
+    policy = ReplayPolicy([submit(NACL)])
+    with serve_policy(policy, idle_timeout_s=300) as server:
+        config = EvalConfig(env=env, model="scripted", client={"base_url": server.base_url, "api_key_var": "RLPLUGS_TEST_KEY"},
+                            num_rollouts=1, push=False, rich=None, output_dir=tmp_path, select={"limit": 1})
+        (episode,) = asyncio.run(run_eval(config))
+    assert episode.ok, episode.errors
+    assert len(episode.traces) == 2  # two sibling attempts, each a trainable trace
+    for trace in episode.traces:
+        assert trace.rewards["valid"].score == 1.0
+        assert trace.rewards["unique"].score == 0.5  # the siblings submitted the same crystal
+        assert trace.rewards["group_diversity"].score == 0.0
+    assert vf is not None
