@@ -11,7 +11,7 @@ from prm_scripted import ScriptedPolicy
 
 from rlplugs.prm.guidance import BeamSearch, BestOfN, GuidedEpisode
 from rlplugs.prm.labels import monte_carlo_labels, save_rows
-from rlplugs.prm.model import PRMScorer, load_prm, save_prm
+from rlplugs.prm.model import PRMScorer, save_prm
 from rlplugs.prm.train import PRMTrainConfig, train_prm
 from rlplugs.registry import UnknownOptionError, get_environment, get_registry
 
@@ -48,20 +48,30 @@ def word_prm(rows, tmp_path_factory, tiny_qwen35):
     return _train(flipped, tmp_path_factory, tiny_qwen35, "words")
 
 
-def test_trained_prm_ranks_candidates_as_its_labels_did_and_flips_with_them(env, digit_prm, word_prm):
+@pytest.fixture(scope="module")
+def digit_scorer(digit_prm):
+    return PRMScorer(digit_prm)
+
+
+@pytest.fixture(scope="module")
+def word_scorer(word_prm):
+    return PRMScorer(word_prm)
+
+
+def test_trained_prm_ranks_candidates_as_its_labels_did_and_flips_with_them(env, digit_prm, digit_scorer, word_scorer):
     context = env.episodes({"start": 555}).observation()  # a start number never seen in training
-    digit = PRMScorer(digit_prm).score([context, context], ["7", "seven"])
-    word = PRMScorer(word_prm).score([context, context], ["7", "seven"])
+    digit = digit_scorer.score([context, context], ["7", "seven"])
+    word = word_scorer.score([context, context], ["7", "seven"])
     assert digit[0] > digit[1]
     assert word[1] > word[0]
     summary = json.loads((digit_prm / "prm_training.json").read_text())
     assert summary["rows"] == 24 and summary["steps"] == 9
 
 
-@pytest.mark.parametrize(("prm", "expected", "digits"), [("digit_prm", "7", 1.0), ("word_prm", "seven", 0.0)])
-def test_best_of_n_plays_the_candidate_the_prm_prefers(env, request, prm, expected, digits):
+@pytest.mark.parametrize(("scorer", "expected", "digits"), [("digit_scorer", "7", 1.0), ("word_scorer", "seven", 0.0)])
+def test_best_of_n_plays_the_candidate_the_prm_prefers(env, request, scorer, expected, digits):
     policy = ScriptedPolicy(["seven", "7"])  # "seven" is the first sample, so choosing is visible
-    guidance = BestOfN(PRMScorer(request.getfixturevalue(prm)), n=2, temperature=None)
+    guidance = BestOfN(request.getfixturevalue(scorer), n=2, temperature=None)
     played = guidance.play(env.episodes({"start": 300}), policy)
     assert isinstance(played, GuidedEpisode) and played.done
     turns = played.record()["guidance"]["turns"]
@@ -71,19 +81,19 @@ def test_best_of_n_plays_the_candidate_the_prm_prefers(env, request, prm, expect
     assert policy.calls == [(1, 2)] * 3  # one batched call of n=2 candidates per learner turn
 
 
-def test_best_of_n_batches_several_episodes_per_round(env, digit_prm):
+def test_best_of_n_batches_several_episodes_per_round(env, digit_scorer):
     policy = ScriptedPolicy(["seven", "7"])
-    played = BestOfN(PRMScorer(digit_prm), n=2, temperature=None).play_all(
+    played = BestOfN(digit_scorer, n=2, temperature=None).play_all(
         [env.episodes({"start": s}) for s in (1, 2, 3)], policy
     )
     assert all(p.scores()["digits"].value == 1.0 for p in played)
     assert policy.calls == [(3, 2)] * 3
 
 
-def test_beam_search_follows_the_prm_and_finishes_the_game(env, digit_prm, word_prm):
+def test_beam_search_follows_the_prm_and_finishes_the_game(env, digit_scorer, word_scorer):
     start = env.episodes({"start": 300})
-    for prm, expected in ((digit_prm, "7"), (word_prm, "seven")):
-        beam = BeamSearch(PRMScorer(prm), beam_width=2, n=2, iterations=2, temperature=None)
+    for scorer, expected in ((digit_scorer, "7"), (word_scorer, "seven")):
+        beam = BeamSearch(scorer, beam_width=2, n=2, iterations=2, temperature=None)
         played = beam.play(start, ScriptedPolicy(["seven", "7"]))
         trace = played.record()["guidance"]
         assert played.done and [t["candidate"] for t in trace["turns"]] == [expected, expected]
@@ -92,15 +102,24 @@ def test_beam_search_follows_the_prm_and_finishes_the_game(env, digit_prm, word_
     assert not start.done  # beams are clones; the caller's episode is untouched
 
 
-def test_guidance_with_the_tiny_model_samples_n_candidates_per_turn(env, digit_prm, tiny_qwen35):
+def test_beam_search_batches_the_beams_of_several_episodes(env, digit_scorer):
+    policy = ScriptedPolicy(["seven", "7"])
+    beam = BeamSearch(digit_scorer, beam_width=2, n=2, iterations=2, temperature=None)
+    played = beam.play_all([env.episodes({"start": s}) for s in (1, 2)], policy)
+    # Searched turns follow the PRM; the last turn is finished by the policy's own first sample.
+    assert [[m["content"] for m in p.transcript("agent") if m["role"] == "assistant"] for p in played] == [["7", "7", "seven"]] * 2
+    assert policy.calls == [(2, 2), (4, 2), (2, 1)]  # 1 beam x 2 episodes, then 2 beams x 2, then finish
+
+
+def test_guidance_with_the_tiny_model_samples_n_candidates_per_turn(env, digit_scorer, tiny_qwen35):
     from rlplugs.policies import HFPolicy
 
-    policy = HFPolicy(tiny_qwen35, temperature=0.0, max_new_tokens=6, seed=0)
-    played = BestOfN(PRMScorer(digit_prm), n=3, temperature=1.0).play(env.episodes({"start": 9}), policy)
+    policy = HFPolicy(tiny_qwen35, temperature=0.0, max_new_tokens=4, seed=0)
+    played = BestOfN(digit_scorer, n=3, temperature=1.0).play(env.episodes({"start": 9}), policy)
     turns = played.record()["guidance"]["turns"]
     assert len(turns) == 3 and all(len(t["candidates"]) == len(t["scores"]) == 3 for t in turns)
     assert policy.temperature == 0.0  # candidates came from a sampling copy; the policy is unchanged
-    beam = BeamSearch(PRMScorer(digit_prm), beam_width=2, n=2, iterations=1, temperature=1.0)
+    beam = BeamSearch(digit_scorer, beam_width=2, n=2, iterations=1, temperature=1.0)
     assert beam.play(env.episodes({"start": 9}), policy).done
 
 
@@ -114,6 +133,8 @@ def test_guidance_registrations_build_from_strict_options(digit_prm):
         registry.get("guidance", "beam").build({"prm": str(digit_prm), "beam_widht": 3})
     with pytest.raises(UnknownOptionError, match="beam_width"):
         registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "beam_width": 3})
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "n": 0})
     with pytest.raises(FileNotFoundError, match="not a directory"):
         registry.get("guidance", "best-of-n").build({"prm": "/nonexistent/prm"})
 
@@ -122,16 +143,16 @@ def test_lora_prm_saves_as_adapter_and_merged_with_the_same_scores(env, rows, tm
     adapter_dir = _train(rows, tmp_path_factory, tiny_qwen35, "lora", lora=True, lora_r=4, keep_adapter=True,
                          max_steps=2)  # fmt: skip
     assert (adapter_dir / "adapter_config.json").exists()
-    model, tokenizer = load_prm(adapter_dir)
-    merged_dir = save_prm(model, tokenizer, adapter_dir.parent / "merged")
-    assert not (merged_dir / "adapter_config.json").exists()
     context = env.episodes({"start": 5}).observation()
-    from_adapter = PRMScorer(adapter_dir).score([context] * 2, ["7", "seven"])
+    adapter = PRMScorer(adapter_dir)
+    from_adapter = adapter.score([context] * 2, ["7", "seven"])
+    merged_dir = save_prm(adapter.model, adapter.tokenizer, adapter_dir.parent / "merged")
+    assert not (merged_dir / "adapter_config.json").exists()
     from_merged = PRMScorer(merged_dir).score([context] * 2, ["7", "seven"])
     assert from_adapter == pytest.approx(from_merged, abs=1e-4)
 
 
-def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35, plugin_env, monkeypatch):
+def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35):
     from rlplugs.cli import main
 
     rows_file = tmp_path / "rows.jsonl"

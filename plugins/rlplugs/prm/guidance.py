@@ -139,28 +139,38 @@ class BeamSearch:
     name: str = field(default="beam", init=False)
 
     def play(self, episode: Episode, policy: BatchPolicy) -> GuidedEpisode:
+        return self.play_all([episode], policy)[0]
+
+    def play_all(self, episodes: Sequence[Episode], policy: BatchPolicy) -> list[GuidedEpisode]:
+        """Search several episodes at once: the live beams of all of them share one candidate call
+        and one PRM batch per iteration, and the best beams are finished together."""
         propose = sampler(policy, self.temperature)
-        beams = [_Beam(episode.clone(), None, [])]
-        expansions: list[dict[str, Any]] = []
+        searches = [[_Beam(ep.clone(), None, [])] for ep in episodes]
+        expansions: list[list[dict[str, Any]]] = [[] for _ in episodes]
         for iteration in range(self.iterations):
-            advance_until_learner([b.episode for b in beams], policy, self.max_turns)
-            live = [b for b in beams if not b.episode.done]
+            advance_until_learner([b.episode for beams in searches for b in beams], policy, self.max_turns)
+            live = [(i, b) for i, beams in enumerate(searches) for b in beams if not b.episode.done]
             if not live:
                 break
-            contexts = [b.episode.observation() for b in live]
+            contexts = [b.episode.observation() for _, b in live]
             candidates = propose.generate(contexts, n=self.n)
             scores = _score_unique(self.scorer, contexts, candidates)
-            pool = [(b.score, b, None) for b in beams if b.episode.done]
-            pool += [(v, b, text) for b, texts, values in zip(live, candidates, scores, strict=True)
-                     for text, v in dict(zip(texts, values)).items()]  # fmt: skip
-            pool.sort(key=lambda item: -1.0 if item[0] is None else item[0], reverse=True)
-            beams = [self._child(parent, text, value) for value, parent, text in pool[: self.beam_width]]
-            expansions.append({"iteration": iteration, "scored": len(pool), "kept": [b.score for b in beams]})
-        best = max(beams, key=lambda b: -1.0 if b.score is None else b.score)
-        finish([best.episode], policy, self.max_turns)
-        trace = {"strategy": self.name, "n": self.n, "beam_width": self.beam_width, "iterations": self.iterations,
-                 "temperature": self.temperature, "turns": best.path, "expansions": expansions}  # fmt: skip
-        return GuidedEpisode(best.episode, trace)
+            pools: list[list[tuple[float | None, _Beam, str | None]]] = [
+                [(b.score, b, None) for b in beams if b.episode.done] for beams in searches
+            ]
+            for (i, beam), texts, values in zip(live, candidates, scores, strict=True):
+                pools[i] += [(v, beam, text) for text, v in dict(zip(texts, values)).items()]
+            for i, pool in enumerate(pools):
+                if not any(text is not None for _, _, text in pool):
+                    continue  # every beam of this episode is over
+                pool.sort(key=lambda item: -1.0 if item[0] is None else item[0], reverse=True)
+                searches[i] = [self._child(parent, text, value) for value, parent, text in pool[: self.beam_width]]
+                expansions[i].append({"iteration": iteration, "scored": len(pool), "kept": [b.score for b in searches[i]]})
+        best = [max(beams, key=lambda b: -1.0 if b.score is None else b.score) for beams in searches]
+        finish([b.episode for b in best], policy, self.max_turns)
+        head = {"strategy": self.name, "n": self.n, "beam_width": self.beam_width, "iterations": self.iterations,
+                "temperature": self.temperature}  # fmt: skip
+        return [GuidedEpisode(b.episode, {**head, "turns": b.path, "expansions": e}) for b, e in zip(best, expansions, strict=True)]
 
     @staticmethod
     def _child(parent: _Beam, text: str | None, value: float | None) -> _Beam:
