@@ -169,3 +169,17 @@ def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35):
                  "--out", str(out)]) == 0  # fmt: skip
     text = "\n".join(p.read_text() for p in out.rglob("*.json*"))
     assert '"strategy": "best-of-n"' in text and '"scores"' in text
+
+
+def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, capsys):
+    from rlplugs.cli import USAGE_ERROR, main
+
+    bad = tmp_path / "rows.jsonl"
+    bad.write_text('{"messages": [], "label": 0.5}\n')
+    assert main(["prm", "train", "--data", str(bad), "--model", str(tiny_qwen35), "--out", str(tmp_path / "p")]) == USAGE_ERROR
+    assert "rows.jsonl:1: not a PRM row" in capsys.readouterr().err
+    assert main(["prm", "train", "--data", str(tmp_path / "missing.jsonl"), "--model", str(tiny_qwen35),
+                 "--out", str(tmp_path / "p")]) == USAGE_ERROR  # fmt: skip
+    assert main(["prm", "label", "--env", "count-test", "--model", str(tiny_qwen35), "--outcome", '{"wins": 1}',
+                 "--out", str(tmp_path / "l.jsonl")]) == USAGE_ERROR  # fmt: skip
+    assert "not components of 'count-test'" in capsys.readouterr().err

@@ -87,8 +87,18 @@ def _add_dataclass_arguments(parser: argparse.ArgumentParser, config_cls: type) 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rlplugs.cli import UsageError
+    from rlplugs.prm.labels import load_rows
     from rlplugs.prm.train import PRMTrainConfig, train_prm
 
+    try:  # bad input is a one-line usage error, before any model is loaded
+        load_rows(args.data)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    if not Path(args.model).is_dir():
+        raise UsageError(f"--model {args.model} is not a checkpoint directory")
     names = {f.name for f in dataclasses.fields(PRMTrainConfig)}
     out = train_prm(PRMTrainConfig(**{k: v for k, v in vars(args).items() if k in names}))
     log.warning("PRM saved to %s", out)
@@ -106,8 +116,14 @@ def cmd_label(args: argparse.Namespace) -> int:
     spec = build_env(args.env, args.env_args)
     if not spec.multi_turn:
         raise UsageError(f"env '{spec.name}' is single-turn; PRM labels need a multi-turn env")
-    weights = json.loads(args.outcome) if args.outcome else (
-        {spec.eval.success_component: 1.0} if spec.eval.success_component else spec.weights)  # fmt: skip
+    try:
+        weights = json.loads(args.outcome) if args.outcome else (
+            {spec.eval.success_component: 1.0} if spec.eval.success_component else spec.weights)  # fmt: skip
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--outcome is not JSON like '{{\"success\": 1}}': {exc.msg}") from exc
+    unknown = sorted(set(weights) - {c.name for c in spec.components})
+    if unknown:
+        raise UsageError(f"--outcome names {unknown}, not components of '{spec.name}': {sorted(spec.weights)}")
     rows = list(spec.dataset(args.split))[: args.rows]
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                       batch_size=args.batch_size, seed=args.seed)  # fmt: skip
