@@ -3,7 +3,7 @@
     python benchmarks/matrl_relax.py --device cuda --n 512 --sequential 24      # the H200 figure
     python benchmarks/matrl_relax.py --device cpu --n 8 --sequential 4 --steps 5 # CPU smoke run
 
-Both sides relax the same kind of cells (textbook prototypes, 2-20 atoms, perturbed) with the same
+Both sides relax the same cells (CHGNet-relaxed textbook prototypes, 6-20 atoms, perturbed) with the same
 model (CHGNet 0.3.0), FIRE + UnitCellFilter, ``--steps`` steps, fmax 0.1. The sequential side is
 ASE's FIRE with CHGNet's ASE calculator, one structure at a time, on the same device. It relaxes the
 first ``--sequential`` structures and both rates are per structure, so the ratio compares like with
@@ -28,23 +28,30 @@ sys.path.insert(0, str(ROOT / "env_plugins"))  # the GPU machine runs from a bar
 
 
 def cells(n: int, seed: int = 0):
+    """``n`` realistic agent proposals: the embedded reference's CHGNet-relaxed prototypes (binary
+    and perovskite compounds), as supercells of 6-20 atoms, rattled by 0.05 Å and strained by up
+    to ±4 % in volume (a cell guessed from atomic radii would be far denser than real crystals
+    and inflate the neighbour and angle counts several-fold)."""
+    import json
+
     import numpy as np
 
-    from matrl.prototypes import binary_prototypes, perovskite
+    from matrl.hull import load_hull_reference
+    from matrl.structures import parse_structure
 
-    pairs = [("Na", "Cl"), ("K", "Br"), ("Mg", "O"), ("Ca", "O"), ("Li", "F"), ("Zn", "S"), ("Ca", "F"),
-             ("Li", "O"), ("Sr", "S"), ("Ba", "O"), ("Cs", "I"), ("Al", "N"), ("Ga", "P"), ("Zr", "O")]
-    base = [s for c, a in pairs for _, s in binary_prototypes(c, a)]
-    base += [perovskite("Sr", "Ti"), perovskite("Ba", "Zr"), perovskite("K", "Nb")]
+    base = [parse_structure(json.dumps(e.structure), 100) for e in load_hull_reference().entries
+            if e.structure and e.label in {"rocksalt", "cscl", "zincblende", "fluorite", "antifluorite", "perovskite"}]
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < n:
-        s = base[len(out) % len(base)].copy()
-        reps = int(rng.integers(1, 4))
-        if len(s) * reps <= 20:
-            s.make_supercell([reps, 1, 1])
+        s = base[int(rng.integers(len(base)))].copy()
+        for axis in rng.permutation(3):
+            if len(s) * 2 <= 20 and (len(s) < 6 or rng.random() < 0.5):
+                scale = [1, 1, 1]
+                scale[axis] = 2
+                s.make_supercell(scale)
         s.perturb(0.05, min_distance=0.0)
-        s.scale_lattice(s.volume * float(rng.uniform(0.95, 1.08)))
+        s.scale_lattice(s.volume * float(rng.uniform(0.96, 1.04)))
         out.append(s)
     return out
 
