@@ -3,7 +3,6 @@ rewards; malformed input gets actionable tool messages; limits hold. Real CHGNet
 real MP-20 rows from /work/shared/data as the novelty reference."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch

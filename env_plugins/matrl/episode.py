@@ -111,7 +111,8 @@ class MatrlEpisode:
         return dict(self._scores)
 
     def clone(self) -> MatrlEpisode:
-        twin = copy.copy(self)  # shares evaluator/judges (process-level), copies the game state
+        twin = copy.copy(self)  # copies the game state below; shares the process-level judges
+        twin.evaluator = self.evaluator  # (copy.copy goes through __getstate__, which drops it)
         twin.row = copy.deepcopy(self.row)
         twin.messages = copy.deepcopy(self.messages)
         twin.evaluations = copy.deepcopy(self.evaluations)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,6 @@ from pathlib import Path
 from pymatgen.analysis.phase_diagram import PDEntry, PhaseDiagram
 from pymatgen.core import Composition
 
-log = logging.getLogger(__name__)
 
 MP2020_SCALE = "mp2020-compatible"
 DEFAULT_REFERENCE = Path(__file__).with_name("data") / "chgnet_hull_reference.json"

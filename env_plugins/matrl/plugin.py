@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import threading
 from pathlib import Path
 from typing import Literal
@@ -20,8 +19,6 @@ from rlplugs.config import StrictConfig
 from rlplugs.envspec import EnvSpec, EvalProtocol
 from rlplugs.registry import Registration
 from rlplugs.rewards import RetryPolicy, Sample
-
-log = logging.getLogger(__name__)
 
 
 class MatrlConfig(StrictConfig):

@@ -13,7 +13,6 @@ relaxation makes at most ``steps + 1`` force calls.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 
@@ -21,7 +20,6 @@ import numpy as np
 import torch
 from pymatgen.core import Lattice, Structure
 
-log = logging.getLogger(__name__)
 
 EV_PER_A3_PER_GPA = 1.0 / 160.21766208  # ase.units.GPa
 

@@ -37,11 +37,10 @@ def check_validity(structure: Structure) -> Validity:
     if structure.volume < MIN_VOLUME:
         structural = False
         findings.append(f"cell volume {structure.volume:.3g} Å^3 is below {MIN_VOLUME} Å^3")
-    if len(structure) > 1 or structural:
-        shortest = shortest_distance(structure)
-        if shortest < MIN_DISTANCE:
-            structural = False
-            findings.append(f"two atoms are {shortest:.2f} Å apart (minimum {MIN_DISTANCE} Å)")
+    shortest = shortest_distance(structure)
+    if shortest < MIN_DISTANCE:
+        structural = False
+        findings.append(f"two atoms are {shortest:.2f} Å apart (minimum {MIN_DISTANCE} Å)")
     counts = structure.composition.get_el_amt_dict()
     compositional = charge_neutral(tuple(sorted((el, int(round(n))) for el, n in counts.items())))
     if not compositional:
@@ -84,8 +83,3 @@ def charge_neutral(counts: tuple[tuple[str, int], ...]) -> bool:
         except TypeError:  # an element without electronegativity data: accepted, as CDVAE does
             return True
     return False
-
-
-def structure_counts(structure: Structure) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted((el, int(round(n))) for el, n in structure.composition.get_el_amt_dict().items()))
-
