@@ -101,3 +101,14 @@ def test_games_cli_rejects_unknown_games_and_missing_runs_with_exit_code_2(tmp_p
     assert main(["games", "sft-data", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "no run directory" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_single_seat_rows_build_on_every_split_with_the_perfect_partner():
+    """Every row's scripted partner opens legally (regression: the perfect taboo describer once
+    clued the target 'word' with the phrase 'my word', which aborted the game before the trained
+    guesser's first turn)."""
+    spec = get_environment("clembench-games", {"seats": "single"})
+    for split in ("train", "validation", "test"):
+        ds = spec.dataset(split)
+        assert len(ds) > 0
+        assert all(row["prompt"] for row in ds)

@@ -25,7 +25,10 @@ from clembench_games.master import GameMaster, Message, prefixed
 from clembench_games.words import words
 
 MAX_ROUNDS = 3
-_SPELL = re.compile(r"spelled backwards: ([a-z](?: [a-z])+)")
+#: Phrases the perfect describer can introduce its reversed spelling with; it takes the first one
+#: that uses no taboo word (the target itself can be "word", "letter", ...).
+_SPELL_CODES = ("spelled backwards", "reversed spelling", "read right to left")
+_SPELL = re.compile(r"(?:" + "|".join(_SPELL_CODES) + r"): ([a-z](?: [a-z])+)")
 
 
 def stem(word: str) -> str:
@@ -127,7 +130,8 @@ class Taboo(GameMaster):
         """Perfect describer spells the word backwards; perfect guesser decodes that spelling.
         Each only uses what its own seat sees."""
         if seat == "describer":
-            return "CLUE: my word spelled backwards: " + " ".join(reversed(self.target))
+            code = next((c for c in _SPELL_CODES if not self.taboo_hits(c)), _SPELL_CODES[0])
+            return f"CLUE: {code}: " + " ".join(reversed(self.target))
         spelled = _SPELL.search(messages[-1]["content"])
         guess = "".join(reversed(spelled.group(1).split())) if spelled else rng.choice(words("noun"))
         return f"GUESS: {guess}"
