@@ -45,6 +45,19 @@ def test_batched_relaxation_matches_sequential_ase_fire(relaxer):
     assert batched[0].energy_per_atom < relaxer.static([cells[0]])[0][0]  # relaxing lowered the energy
 
 
+def test_vectorised_featurisation_equals_chgnet_forward(relaxer):
+    from matrl.chgnet_batch import predict_efs
+
+    graphs = [relaxer.model.graph_converter(c) for c in _cells()]
+    reference = relaxer.model(graphs, task="efs")
+    energies, forces, stresses = predict_efs(relaxer.model, graphs, "cpu")
+    assert energies == pytest.approx(reference["e"].detach().numpy(), abs=1e-5)
+    for ours, theirs in zip(forces, reference["f"]):
+        assert np.abs(ours - theirs.detach().numpy()).max() < 1e-4
+    for ours, theirs in zip(stresses, reference["s"]):
+        assert np.abs(ours - theirs.detach().numpy()).max() < 1e-3
+
+
 def test_batch_results_do_not_depend_on_batch_company(relaxer):
     cells = _cells()
     together = relaxer.relax(cells, steps=3)

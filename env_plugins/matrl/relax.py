@@ -191,8 +191,10 @@ class BatchRelaxer:
         return graphs
 
     def _forward(self, structures: list[Structure]) -> list[tuple[float, np.ndarray, np.ndarray]]:
+        from matrl.chgnet_batch import predict_efs
+
         start = time.perf_counter()
-        graphs = [g.to(self.device) for g in self._graphs(structures)]
+        graphs = self._graphs(structures)  # stay on the CPU: predict_efs moves whole batches
         self.seconds["graphs"] += time.perf_counter() - start
         start = time.perf_counter()
         out: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -202,12 +204,7 @@ class BatchRelaxer:
             while end < len(graphs) and (end == first or atoms + structures[end].num_sites <= self.max_atoms_per_batch):
                 atoms += structures[end].num_sites
                 end += 1
-            pred = self.model(graphs[first:end], task="efs")
-            # one device->host copy per output, not three per structure
-            energies = pred["e"].detach().cpu().numpy().astype(np.float64)
-            forces = np.split(torch.cat(pred["f"]).detach().cpu().numpy().astype(np.float64),
-                              np.cumsum([s.num_sites for s in structures[first:end]])[:-1])
-            stresses = torch.stack(pred["s"]).detach().cpu().numpy().astype(np.float64)
+            energies, forces, stresses = predict_efs(self.model, graphs[first:end], self.device)
             out += [(float(energies[k]), forces[k], stresses[k]) for k in range(end - first)]
             first = end
         self.seconds["forward"] += time.perf_counter() - start
