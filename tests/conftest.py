@@ -43,3 +43,15 @@ def tiny_qwen35_vl() -> Path:
     from rlplugs.tiny_models import tiny_qwen35_dir
 
     return tiny_qwen35_dir(vision=True)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Run a module's tiny-graph torch work on one intra-op thread: on a shared 2-core machine,
+    extra threads only add contention (matrl's small crystal graphs ran ~100x slower with them)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -8,7 +8,6 @@ import asyncio
 import pickle
 
 import pytest
-import torch
 from pymatgen.core import Lattice, Structure
 
 from matrl.plugin import MatrlConfig, build_env
@@ -26,12 +25,7 @@ def submit(structure) -> str:
     return "Submitting.\n</think>\n\n" + format_call("submit", structure=structure_to_json(structure))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_trl_reward_functions_score_gathered_episodes_per_component():

@@ -5,7 +5,6 @@ real MP-20 rows from /work/shared/data as the novelty reference."""
 import json
 
 import pytest
-import torch
 from pymatgen.core import Lattice, Structure
 
 from matrl.episode import MatrlEpisode
@@ -23,12 +22,7 @@ NACL = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.69), ["Na", "Cl"], [[0
 MGO = Structure.from_spacegroup("Fm-3m", Lattice.cubic(4.25), ["Mg", "O"], [[0, 0, 0], [0.5, 0.5, 0.5]]).get_primitive_structure()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ real judges and fails loudly when one is off, and energies that refuse to mix sc
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import torch
 
 from matrl.hull import (MP2020_SCALE, HullEntry, HullReference, ScaleMismatchError, load_hull_reference,
                         load_mp_elemental_refs)
@@ -20,12 +19,7 @@ MEGNET = "/work/shared/data/megnet-bandgap/MEGNet-MP-2019.4.1-BandGap-mfi"
 MP_ELEMENTS = "/work/shared/data/mp-elemental-refs/2023-02-07-mp-elemental-reference-entries.json.gz"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -3,20 +3,13 @@ CHGNet's ASE calculator, step for step (small cells, few steps: CPU CI)."""
 
 import numpy as np
 import pytest
-import torch
 from pymatgen.core import Lattice, Structure
 
 from matrl.elastic import fit_birch_murnaghan, strained_cells
 from matrl.relax import BatchRelaxer, relax_with_ase
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # tiny graphs: intra-op threads only add contention on a shared CPU
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

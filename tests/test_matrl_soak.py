@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 import pytest
-import torch
 from pymatgen.core import Lattice, Structure
 
 from matrl.plugin import MatrlConfig, build_env, judge_set
@@ -22,12 +21,7 @@ def rss_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_many_episodes_keep_memory_flat_and_caches_bounded():
