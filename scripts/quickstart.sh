@@ -13,8 +13,12 @@ if [ ! -x .venv/bin/rlplugs ]; then
     .venv/bin/pip install -q -e ".[dev]"
 fi
 
-.venv/bin/rlplugs grpo --env factorio-build --config configs/trl/factorio-build-grpo-tiny.yaml
+# The embedded default model: a tiny Qwen3.5 built in code with the real Qwen3.5 tokenizer (cached).
+model=$(.venv/bin/python -c "from rlplugs.tiny_models import tiny_qwen35_dir; print(tiny_qwen35_dir())")
+.venv/bin/rlplugs grpo --env factorio-build --config configs/trl/factorio-build-grpo-tiny.yaml \
+    --model_name_or_path "$model" --output_dir runs/quickstart-grpo
 .venv/bin/rlplugs eval --env factorio-build --split holdout --policy reference --out runs/quickstart-eval
 
 echo
+echo "GRPO checkpoint: runs/quickstart-grpo"
 echo "Evaluation report: runs/quickstart-eval/report.md (numbers in runs/quickstart-eval/report.json)"
