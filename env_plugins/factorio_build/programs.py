@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import dataclass
 
 from evolve import sandbox
@@ -57,10 +58,17 @@ class StrictRules(ast.NodeVisitor):
             raise sandbox.SandboxError(f"line {node.lineno}: integer literal larger than {MAX_INT_LITERAL}")
 
 
+#: Python 3.11's AST conversion keeps its recursion bookkeeping in shared state: two threads
+#: parsing at once (async reward scoring runs this in worker threads) can fail with
+#: "SystemError: AST constructor recursion depth mismatch". Parsing is fast; serialise it.
+_PARSE_LOCK = threading.Lock()
+
+
 def check_program(source: str) -> None:
     """Raise ``sandbox.SandboxError`` (short, names a line) unless both static rule sets accept it."""
-    sandbox.check(source)  # size limits first, so nothing below parses a huge input
-    StrictRules().visit(ast.parse(source))
+    with _PARSE_LOCK:
+        sandbox.check(source)  # size limits first, so nothing below parses a huge input
+        StrictRules().visit(ast.parse(source))
 
 
 @dataclass(frozen=True)
