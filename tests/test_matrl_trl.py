@@ -1,0 +1,80 @@
+"""matrl through TRL's multi-turn path: the generic episode ``rollout_func`` plays real matrl
+episodes with the tiny Qwen3.5 (real tokenizer and chat template), the environment's tool
+responses stay out of the loss, and every component of the finished episodes is scored."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def matrl_trainer(tiny_qwen35, tmp_path_factory):
+    from trl import GRPOConfig
+
+    from rlplugs.registry import get_environment
+    from rlplugs.trl.rewards import EnvRewardFunctions
+    from rlplugs.trl.rollout import make_episode_rollout
+    from rlplugs.trl.trainer import EnvGRPOTrainer
+
+    spec = get_environment("matrl", {"max_turns": 2, "relax_steps": 4, "elastic_judge": False, "train_rows": 8})
+    rewards = EnvRewardFunctions(spec)
+    args = GRPOConfig(
+        output_dir=str(tmp_path_factory.mktemp("matrl")),
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=4096,
+        generation_kwargs={"max_new_tokens": 8},  # per turn
+        chat_template_kwargs={"enable_thinking": False},
+        max_steps=1,
+        learning_rate=0.1,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        reward_weights=rewards.weights,
+    )
+    trainer = EnvGRPOTrainer(
+        model=str(tiny_qwen35),
+        reward_funcs=rewards.functions,
+        args=args,
+        train_dataset=spec.dataset("train"),
+        rollout_func=make_episode_rollout(spec),
+    )
+    return spec, trainer
+
+
+def test_rollout_plays_matrl_episodes_to_their_turn_limit_with_tool_text_masked(matrl_trainer):
+    spec, trainer = matrl_trainer
+    rows = [dict(r) for r in spec.dataset("train").select(range(2))]
+    trainer.rollout_rows = rows
+    try:
+        out = trainer.rollout_func([r["prompt"] for r in rows], trainer)
+    finally:
+        trainer.rollout_rows = None
+    tok = trainer.processing_class
+    for completion, mask, episode in zip(out["completion_ids"], out["env_mask"], out["episode"]):
+        assert episode.done  # random text never submits: the 2-turn budget ends the episode
+        assert 0 < sum(mask) < len(mask)  # model turns trained, tool responses masked
+        env_text = tok.decode([t for t, m in zip(completion, mask) if m == 0])
+        assert "<tool_response>" in env_text  # the env's answer to the first (malformed) turn
+        assert "<tool_response>" not in tok.decode([t for t, m in zip(completion, mask) if m == 1])
+        scores = episode.scores()
+        assert scores["valid"].value == 0.0 and scores["valid"].reason == "no submission"
+
+
+def test_matrl_grpo_step_logs_every_component(matrl_trainer):
+    spec, trainer = matrl_trainer
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert logs, "no training step was logged"
+    for component in spec.components:
+        key = f"rewards/{component.name}/mean"
+        assert key in logs[0], f"{key} not logged"
+    assert logs[0]["rewards/sun_marginal/mean"] == 0.0
+    assert not math.isnan(logs[0]["reward"])
