@@ -55,3 +55,48 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def episode_grpo_trainer():
+    """Factory of real GRPO trainers on multi-turn envs (see :func:`_episode_grpo_trainer`)."""
+    return _episode_grpo_trainer
+
+
+def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max_completion_length: int, turn_tokens: int, max_steps: int):
+    """A real ``EnvGRPOTrainer`` on a multi-turn env through the generic episode rollout (CPU,
+    groups of 4, thinking off). Returns ``(spec, rewards, trainer)``."""
+    from trl import GRPOConfig
+
+    from rlplugs.registry import get_environment
+    from rlplugs.trl.rewards import EnvRewardFunctions
+    from rlplugs.trl.rollout import make_episode_rollout
+    from rlplugs.trl.trainer import EnvGRPOTrainer
+
+    spec = get_environment(env, options)
+    rewards = EnvRewardFunctions(spec)
+    args = GRPOConfig(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=max_completion_length,
+        generation_kwargs={"max_new_tokens": turn_tokens},  # per turn
+        chat_template_kwargs={"enable_thinking": False},
+        max_steps=max_steps,
+        learning_rate=0.1,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        reward_weights=rewards.weights,
+    )
+    trainer = EnvGRPOTrainer(
+        model=str(model_dir),
+        reward_funcs=rewards.functions,
+        args=args,
+        train_dataset=spec.dataset("train"),
+        rollout_func=make_episode_rollout(spec),
+    )
+    return spec, rewards, trainer

@@ -12,39 +12,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def matrl_trainer(tiny_qwen35, tmp_path_factory):
-    from trl import GRPOConfig
-
-    from rlplugs.registry import get_environment
-    from rlplugs.trl.rewards import EnvRewardFunctions
-    from rlplugs.trl.rollout import make_episode_rollout
-    from rlplugs.trl.trainer import EnvGRPOTrainer
-
-    spec = get_environment("matrl", {"max_turns": 2, "relax_steps": 4, "elastic_judge": False, "train_rows": 8})
-    rewards = EnvRewardFunctions(spec)
-    args = GRPOConfig(
-        output_dir=str(tmp_path_factory.mktemp("matrl")),
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=4096,
-        generation_kwargs={"max_new_tokens": 8},  # per turn
-        chat_template_kwargs={"enable_thinking": False},
-        max_steps=1,
-        learning_rate=0.1,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        reward_weights=rewards.weights,
-    )
-    trainer = EnvGRPOTrainer(
-        model=str(tiny_qwen35),
-        reward_funcs=rewards.functions,
-        args=args,
-        train_dataset=spec.dataset("train"),
-        rollout_func=make_episode_rollout(spec),
+def matrl_trainer(tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
+    spec, _, trainer = episode_grpo_trainer(
+        tiny_qwen35, "matrl", {"max_turns": 2, "relax_steps": 4, "elastic_judge": False, "train_rows": 8},
+        tmp_path_factory.mktemp("matrl"), max_completion_length=4096, turn_tokens=8, max_steps=1,
     )
     return spec, trainer
 

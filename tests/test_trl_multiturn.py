@@ -9,41 +9,11 @@ pytest.importorskip("trl")
 
 
 @pytest.fixture(scope="module")
-def count_trainer(tiny_qwen35, tmp_path_factory):
-    from trl import GRPOConfig
-
-    from rlplugs.registry import get_environment
-    from rlplugs.trl.rewards import EnvRewardFunctions
-    from rlplugs.trl.rollout import make_episode_rollout
-    from rlplugs.trl.trainer import EnvGRPOTrainer
-
-    spec = get_environment("count-test", {"rows": 4})
-    rewards = EnvRewardFunctions(spec)
-    args = GRPOConfig(
-        output_dir=str(tmp_path_factory.mktemp("count")),
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=64,
-        generation_kwargs={"max_new_tokens": 6},  # per turn
-        chat_template_kwargs={"enable_thinking": False},
-        max_steps=2,
-        learning_rate=0.1,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        reward_weights=rewards.weights,
+def count_trainer(tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
+    return episode_grpo_trainer(
+        tiny_qwen35, "count-test", {"rows": 4}, tmp_path_factory.mktemp("count"),
+        max_completion_length=64, turn_tokens=6, max_steps=2,
     )
-    trainer = EnvGRPOTrainer(
-        model=str(tiny_qwen35),
-        reward_funcs=rewards.functions,
-        args=args,
-        train_dataset=spec.dataset("train"),
-        rollout_func=make_episode_rollout(spec),
-    )
-    return spec, rewards, trainer
 
 
 def test_episode_rollout_masks_environment_text_and_finishes_episodes(count_trainer):
