@@ -22,8 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from rlplugs.config import parse_json_options
 from rlplugs.registry import UnknownOptionError, UnknownPluginError, get_registry
-
 
 #: Subcommands whose arguments all belong to the TRL launcher (parsed there, not here).
 TRAINING_COMMANDS = ("grpo", "sft")
@@ -40,15 +40,10 @@ def _console(err: bool = False) -> Console:
 
 def parse_env_args(text: str | None) -> dict[str, Any]:
     """``--env_args '{"rows": 4}'`` as a dict, or a usage error saying what is wrong."""
-    if not text:
-        return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--env_args is not valid JSON ({exc.msg} at position {exc.pos}): {text!r}") from exc
-    if not isinstance(value, dict):
-        raise UsageError(f"--env_args must be a JSON object like '{{\"rows\": 4}}', got {text!r}")
-    return value
+        return parse_json_options(text or None, "--env_args") or {}
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def build_env(name: str, env_args: str | None):

@@ -7,6 +7,7 @@ valid keys and the full list, so a typo in a YAML or TOML file fails before any 
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -41,3 +42,17 @@ def validate_options(model: type[M], options: dict[str, Any], owner: str = "") -
     except ValidationError as exc:
         where = f"'{owner}' " if owner else ""
         raise ValueError(f"invalid {where}options: {exc}") from exc
+
+
+def parse_json_options(value: str | dict[str, Any] | None, flag: str) -> dict[str, Any] | None:
+    """Options given on a command line as a JSON object (``--env_args '{"rows": 4}'``); a dict
+    passes through (YAML configs already parsed it). Errors name the flag and what is wrong."""
+    if value is None or isinstance(value, dict):
+        return value
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{flag} is not valid JSON ({exc.msg} at position {exc.pos}): {value!r}") from exc
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{flag} must be a JSON object like '{{\"rows\": 4}}', got {value!r}")
+    return parsed

@@ -16,13 +16,13 @@ Two details shape this module:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, ScriptArguments, SFTConfig, TrlParser
 from trl.scripts.grpo import GRPOScriptArguments
 
+from rlplugs.config import parse_json_options
 from rlplugs.envspec import EnvSpec
 from rlplugs.registry import get_environment, get_registry
 from rlplugs.rewards import RewardComponent
@@ -67,8 +67,8 @@ class EnvArguments:
     )
 
     def __post_init__(self) -> None:
-        self.env_args = _json_mapping(self.env_args, "--env_args")
-        self.extra_reward_args = _json_mapping(self.extra_reward_args, "--extra_reward_args")
+        self.env_args = parse_json_options(self.env_args, "--env_args")
+        self.extra_reward_args = parse_json_options(self.extra_reward_args, "--extra_reward_args")
 
 
 @dataclass
@@ -101,18 +101,6 @@ class EnvSFTScriptArguments(ScriptArguments, EnvArguments):
 
     def __post_init__(self) -> None:
         EnvArguments.__post_init__(self)
-
-
-def _json_mapping(value: Any, flag: str) -> dict[str, Any] | None:
-    if value is None or isinstance(value, dict):
-        return value
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{flag} must be a JSON object, got {value!r}: {exc}") from exc
-    if not isinstance(parsed, dict):
-        raise ValueError(f"{flag} must be a JSON object, got {value!r}")
-    return parsed
 
 
 def make_grpo_parser(prog: str | None = None) -> TrlParser:
