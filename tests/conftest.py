@@ -100,3 +100,17 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
         rollout_func=make_episode_rollout(spec),
     )
     return spec, rewards, trainer
+
+
+@pytest.fixture(scope="session")
+def run_rollout():
+    """Call a trainer's episode ``rollout_func`` on dataset rows, as TRL would mid-step."""
+
+    def run(trainer, rows: list[dict]) -> dict:
+        trainer.rollout_rows = rows
+        try:
+            return trainer.rollout_func([r["prompt"] for r in rows], trainer)
+        finally:
+            trainer.rollout_rows = None
+
+    return run

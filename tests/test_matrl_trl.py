@@ -20,14 +20,10 @@ def matrl_trainer(tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
     return spec, trainer
 
 
-def test_rollout_plays_matrl_episodes_to_their_turn_limit_with_tool_text_masked(matrl_trainer):
+def test_rollout_plays_matrl_episodes_to_their_turn_limit_with_tool_text_masked(matrl_trainer, run_rollout):
     spec, trainer = matrl_trainer
     rows = [dict(r) for r in spec.dataset("train").select(range(2))]
-    trainer.rollout_rows = rows
-    try:
-        out = trainer.rollout_func([r["prompt"] for r in rows], trainer)
-    finally:
-        trainer.rollout_rows = None
+    out = run_rollout(trainer, rows)
     tok = trainer.processing_class
     for completion, mask, episode in zip(out["completion_ids"], out["env_mask"], out["episode"]):
         assert episode.done  # random text never submits: the 2-turn budget ends the episode

@@ -16,14 +16,10 @@ def count_trainer(tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
     )
 
 
-def test_episode_rollout_masks_environment_text_and_finishes_episodes(count_trainer):
+def test_episode_rollout_masks_environment_text_and_finishes_episodes(count_trainer, run_rollout):
     spec, _, trainer = count_trainer
     rows = [dict(r) for r in spec.dataset("train").select(range(2))]
-    trainer.rollout_rows = rows
-    try:
-        out = trainer.rollout_func([r["prompt"] for r in rows], trainer)
-    finally:
-        trainer.rollout_rows = None
+    out = run_rollout(trainer, rows)
     tok = trainer.processing_class
     assert out["logprobs"] is None
     for prompt_ids, completion, mask, episode in zip(
