@@ -56,7 +56,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--sft_lr", type=float, default=1e-4)
     p.add_argument("--grpo_steps", type=int, default=4)
     p.add_argument("--grpo_prompts_per_step", type=int, default=4, help="groups per step (16 rollouts each)")
-    p.add_argument("--grpo_lr", type=float, default=5e-6)
+    p.add_argument("--grpo_lr", type=float, default=1e-5)
     p.add_argument("--overhead_steps", type=int, default=6)
     p.add_argument("--overhead_tokens", type=int, default=256)
     p.add_argument("--workers", type=int, default=8, help="factory-sim sandbox workers")

@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
-# issue 7/7 on the GPU machine: two chains of benchmarks/factorio_repro.py side by side, one per
-# GPU (93-program chain on GPU 0, 800-program chain and the overhead figure on GPU 1). Resumable:
-# stages already written under /root/repro are skipped, so a second call continues the first.
+# issue 7/7 on the GPU machine: start (or keep waiting for) the stages of benchmarks/factorio_repro.py.
+#
+# The chains run detached (setsid), so they outlive the device call that started them and keep
+# running while the machine stays warm; every call (the first one too) waits up to WAIT_S seconds,
+# then copies what has finished to $OUT. Call it again on the warm machine to wait for the rest.
+# Stages already written under /root/repro are skipped (the driver is resumable), so a fresh
+# machine after a lost lease redoes only what is missing. With 2 GPUs the 93-program chain and the
+# overhead figure share GPU 0, the 800-program chain takes GPU 1; with one GPU all run in turn.
 set -uo pipefail
-bash benchmarks/device/setup.sh
 export PYTHONPATH=/root/smol RLPLUGS_CACHE=/root/rlcache HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-budget=${BUDGET_S:-540}
-python3 -c "from rlplugs.smollm2 import smollm2_dir; print(smollm2_dir())"
-ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
-A=${STAGES_A:-base,sft93,grpo93}; B=${STAGES_B:-sft800,grpo800,overhead}
-if [ "$ngpu" -ge 2 ]; then
-    CUDA_VISIBLE_DEVICES=0 timeout $budget python3 benchmarks/factorio_repro.py --stages $A --out /root/repro --workers 7 $EXTRA > $OUT/chain_a.log 2>&1 &
-    CUDA_VISIBLE_DEVICES=1 timeout $budget python3 benchmarks/factorio_repro.py --stages $B --out /root/repro --workers 7 $EXTRA > $OUT/chain_b.log 2>&1 &
-    wait
-else
-    timeout $budget python3 benchmarks/factorio_repro.py --stages $A,$B --out /root/repro --workers 14 $EXTRA > $OUT/chain_a.log 2>&1
+wait_s=${WAIT_S:-560}
+repro=/root/repro
+start=$SECONDS
+running() { pgrep -f "benchmarks/factorio_repro.py" > /dev/null; }
+if ! running; then
+    bash benchmarks/device/setup.sh || exit 1
+    python3 -c "from rlplugs.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
+    mkdir -p $repro
+    ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
+    A=${STAGES_A:-base,sft93,grpo93,overhead}; B=${STAGES_B:-sft800,grpo800}
+    chain() {  # GPU, stages, log name, sandbox workers
+        CUDA_VISIBLE_DEVICES=$1 setsid nohup python3 benchmarks/factorio_repro.py --stages $2 --out $repro --workers $4 ${EXTRA:-} > $repro/$3.log 2>&1 < /dev/null &
+    }
+    if [ "$ngpu" -ge 2 ]; then chain 0 $A chain_a 7; chain 1 $B chain_b 7; else chain 0 $A,$B chain_a 14; fi
+    sleep 5
 fi
-ls /root/repro
-tar czf $OUT/repro.tgz -C /root/repro $(cd /root/repro && ls *.json *.log 2>/dev/null) $(cd /root/repro && ls -d eval-*/report.json eval-*/report.md 2>/dev/null)
-tail -c 3000 $OUT/chain_a.log; tail -c 3000 $OUT/chain_b.log 2>/dev/null
+while running && [ $((SECONDS - start)) -lt $wait_s ]; do sleep 10; done
+running && echo "still running after $((SECONDS - start)) s: call again to keep waiting" || echo "all chains ended"
+ls $repro
+cd $repro && tar czf $OUT/repro.tgz $(ls *.json *.log 2>/dev/null) $(ls -d eval-*/report.json eval-*/report.md eval-*/*.png 2>/dev/null)
+tail -c 2500 $repro/chain_a.log; tail -c 2500 $repro/chain_b.log 2>/dev/null
+nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader
