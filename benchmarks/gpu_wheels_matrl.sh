@@ -5,7 +5,8 @@
 #   bash benchmarks/gpu_wheels_matrl.sh
 #
 # numpy, scipy, pandas, networkx, sympy, matplotlib, tabulate, requests, tqdm, lxml, msgpack,
-# pynvml (nvidia-ml-py) are already on that machine. chgnet imports `nvidia_smi` (nvidia-ml-py3,
+# pynvml (nvidia-ml-py), narwhals are already on that machine (plotly is not, and pymatgen's phase
+# diagrams import it at module level). chgnet imports `nvidia_smi` (nvidia-ml-py3,
 # which PyPI has only as an sdist), so a one-line shim over pynvml is written next to the wheels.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -18,7 +19,7 @@ download() {
     -q -d .whl_matrl "$@"
 }
 download chgnet==0.4.2 pymatgen==2026.10.24 pymatgen-core==2026.10.16 ase==3.29.0 monty==2026.10.21 \
-  ruamel.yaml==0.19.1 orjson==3.13.0 spglib==2.8.0 palettable==3.3.3 uncertainties==3.2.3
+  ruamel.yaml==0.19.1 orjson==3.13.0 spglib==2.8.0 palettable==3.3.3 uncertainties==3.2.3 plotly==7.1.0
 mkdir -p .whl_matrl/shim
 echo 'from pynvml import *  # noqa: F403 - chgnet imports nvidia-ml-py3 under this name' > .whl_matrl/shim/nvidia_smi.py
 du -ch .whl_matrl/*.whl | tail -1

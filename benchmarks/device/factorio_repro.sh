@@ -23,7 +23,7 @@ if ! running; then
     chain() {  # GPU, stages, log name, sandbox workers
         CUDA_VISIBLE_DEVICES=$1 setsid nohup python3 benchmarks/factorio_repro.py --stages $2 --out $repro --workers $4 ${EXTRA:-} > $repro/$3.log 2>&1 < /dev/null &
     }
-    if [ "$ngpu" -ge 2 ]; then chain 0 $A chain_a 7; chain 1 $B chain_b 7; else chain 0 $A,$B chain_a 14; fi
+    if [ "$ngpu" -ge 2 ] && [ -n "$B" ]; then chain 0 $A chain_a 7; chain 1 $B chain_b 7; else chain 0 $A,$B chain_a 14; fi
     sleep 5
 fi
 while running && [ $((SECONDS - start)) -lt $wait_s ]; do sleep 10; done
