@@ -130,10 +130,11 @@ def sft(a, base: str, size: int) -> tuple[str, float]:
 
 
 def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
-    per_device = 16  # one group per micro-batch
+    group = 2 if a.cpu else 16  # one group per micro-batch
+    prompts = 1 if a.cpu else a.grpo_prompts_per_step
     return ["--env", ENV, "--env_args", env_args(a), "--model_name_or_path", model, "--output_dir", str(out),
-            "--max_steps", str(steps), "--num_generations", "16", "--per_device_train_batch_size", str(per_device),
-            "--gradient_accumulation_steps", str(a.grpo_prompts_per_step), "--temperature", "0.7", "--beta", "0.0",
+            "--max_steps", str(steps), "--num_generations", str(group), "--per_device_train_batch_size", str(group),
+            "--gradient_accumulation_steps", str(prompts), "--temperature", "0.7", "--beta", "0.0",
             "--learning_rate", str(a.grpo_lr), "--max_completion_length", str(tokens), "--logging_steps", "1",
             "--save_strategy", "steps", "--save_steps", str(steps),  # the last checkpoint keeps the step log
             "--report_to", "none", "--gradient_checkpointing", "true", *precision(a)]  # fmt: skip
@@ -166,7 +167,10 @@ def overhead(a, model: str) -> dict:
     result = {}
     for name, cmd in {
         "trl_grpo_env": ["trl", "grpo"],
-        "handwritten": [sys.executable, str(Path(__file__).with_name("factorio_grpo_handwritten.py"))],
+        # launched like TRL launches its own scripts (and like `trl grpo` runs ours): through
+        # `accelerate launch`, which also sets the process settings (OMP_NUM_THREADS, ...)
+        "handwritten": [sys.executable, "-m", "accelerate.commands.launch",
+                        str(Path(__file__).with_name("factorio_grpo_handwritten.py"))],
     }.items():
         out = a.out / f"overhead-{name}"
         run([*cmd, *grpo_args(a, model, out, steps, tokens), "--skip_preflight", "true"], a.out / f"overhead-{name}.log")
