@@ -152,6 +152,35 @@ def test_launch_args_split_between_accelerate_and_the_script():
     assert script == ["--env", "letters-test", "--use_cpu", "--bf16", "false"]
 
 
+@pytest.mark.parametrize(
+    ("launch", "environ", "expected"),
+    [
+        ([], {}, ["--num_cpu_threads_per_process", "{all}"]),
+        (["--num_processes", "2"], {}, ["--num_processes", "2", "--num_cpu_threads_per_process", "{half}"]),
+        (["--num_processes=2"], {}, ["--num_processes=2", "--num_cpu_threads_per_process", "{half}"]),
+        (["--num_cpu_threads_per_process", "3"], {}, ["--num_cpu_threads_per_process", "3"]),
+        ([], {"OMP_NUM_THREADS": "3"}, []),
+        (["--config_file", "multi_cpu.yaml"], {}, ["--config_file", "multi_cpu.yaml"]),
+    ],
+)
+def test_cpu_launches_share_the_cores_unless_the_user_chose(monkeypatch, launch, environ, expected):
+    """Without CUDA, accelerate would start each process on one thread; the launch asks for the
+    machine's torch threads split between the processes, and leaves any choice of the user's."""
+    import torch
+
+    from rlplugs.trl.launch import split_launch_args
+
+    assert not torch.cuda.is_available()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    threads = torch.get_num_threads()
+    expected = [e.format(all=threads, half=max(1, threads // 2)) for e in expected]
+    got, script = split_launch_args("grpo", ["--env", "letters-test", *launch, "--use_cpu", "--bf16", "false"])
+    assert got == expected
+    assert script == ["--env", "letters-test", "--use_cpu", "--bf16", "false"]
+
+
 def test_dead_component_from_yaml_config_fails_preflight_naming_it(tmp_path, tiny_qwen35, plugin_env):
     config = tmp_path / "letters.yaml"
     config.write_text(

@@ -44,7 +44,34 @@ def split_launch_args(command: str, argv: list[str], prog: str | None = None) ->
     )
     if script_args.environment:
         check_environment(script_args)
-    return resolve_accelerate_config_argument(config_rest + cli_rest), _without(list(argv), cli_rest)
+    launch_args = with_cpu_threads(resolve_accelerate_config_argument(config_rest + cli_rest))
+    return launch_args, _without(list(argv), cli_rest)
+
+
+def with_cpu_threads(launch_args: list[str]) -> list[str]:
+    """``launch_args`` plus ``--num_cpu_threads_per_process`` on a machine without CUDA.
+
+    There ``accelerate launch`` starts every process with ``OMP_NUM_THREADS=1`` unless told
+    otherwise, so a CPU run trains on one core of many (GRPO steps 1.7x slower on 2 cores,
+    measured with the tiny Qwen3.5). The cores are shared between the processes instead, unless
+    the user chose (the flag, ``OMP_NUM_THREADS``) or an accelerate config file sets the
+    process count, which this parent process does not read.
+    """
+    import os
+
+    import torch
+
+    chosen = any(a.split("=")[0] in ("--num_cpu_threads_per_process", "--config_file") for a in launch_args)
+    if chosen or os.environ.get("OMP_NUM_THREADS") or torch.cuda.is_available():
+        return launch_args
+    processes = 1
+    for i, arg in enumerate(launch_args):
+        if arg.startswith("--num_processes="):
+            processes = int(arg.split("=", 1)[1])
+        elif arg == "--num_processes" and i + 1 < len(launch_args):
+            processes = int(launch_args[i + 1])
+    threads = max(1, torch.get_num_threads() // max(1, processes))
+    return [*launch_args, "--num_cpu_threads_per_process", str(threads)]
 
 
 def run_training(command: str, argv: list[str], prog: str | None = None) -> int:
