@@ -162,14 +162,16 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
 
 def overhead(a, model: str) -> dict:
     """Median step time, plugin path vs hand-written script, same settings, in one run."""
+    from rlplugs.trl.launch import with_cpu_threads
+
     steps = 2 if a.cpu else a.overhead_steps
     tokens = 16 if a.cpu else a.overhead_tokens
     result = {}
     for name, cmd in {
         "trl_grpo_env": ["trl", "grpo"],
-        # launched like TRL launches its own scripts (and like `trl grpo` runs ours): through
-        # `accelerate launch`, which also sets the process settings (OMP_NUM_THREADS, ...)
-        "handwritten": [sys.executable, "-m", "accelerate.commands.launch",
+        # launched like TRL launches its own scripts and with the launch settings `trl grpo --env`
+        # adds (the process settings, OMP_NUM_THREADS, ... move step times more than the 2% tested)
+        "handwritten": [sys.executable, "-m", "accelerate.commands.launch", *with_cpu_threads([]),
                         str(Path(__file__).with_name("factorio_grpo_handwritten.py"))],
     }.items():
         out = a.out / f"overhead-{name}"
