@@ -65,11 +65,12 @@ def with_cpu_threads(launch_args: list[str]) -> list[str]:
     if chosen or os.environ.get("OMP_NUM_THREADS") or torch.cuda.is_available():
         return launch_args
     processes = 1
-    for i, arg in enumerate(launch_args):
-        if arg.startswith("--num_processes="):
-            processes = int(arg.split("=", 1)[1])
-        elif arg == "--num_processes" and i + 1 < len(launch_args):
-            processes = int(launch_args[i + 1])
+    for i, arg in enumerate(launch_args):  # a malformed count is left for accelerate to report
+        value = arg.split("=", 1)[1] if arg.startswith("--num_processes=") else None
+        if arg == "--num_processes" and i + 1 < len(launch_args):
+            value = launch_args[i + 1]
+        if value is not None and value.isdigit():
+            processes = int(value)
     threads = max(1, torch.get_num_threads() // max(1, processes))
     return [*launch_args, "--num_cpu_threads_per_process", str(threads)]
 
