@@ -22,12 +22,13 @@ import threading
 import urllib.error
 import urllib.request
 from concurrent.futures import Future
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from pymatgen.core import Structure
 
 from matrl.judges import JudgeUnavailable, RelaxRecord
 from matrl.structures import parse_structure, structure_to_json
+from rlplugs.jsonhttp import JSONHandler
 from rlplugs.rewards import TransientError
 
 log = logging.getLogger(__name__)
@@ -117,40 +118,27 @@ class JudgeService:
     def _handler(self):
         service = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, fmt, *args):  # route http.server's stderr lines to logging
-                log.debug(fmt, *args)
-
-            def _send(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JSONHandler):
             def do_GET(self):
                 if self.path == "/health":
-                    self._send(200, {"ok": True, "scale": service.mlip.scale, "mlip": service.mlip.name,
+                    self.send_json(200, {"ok": True, "scale": service.mlip.scale, "mlip": service.mlip.name,
                                      "band_gap": service.band_gap is not None, "elastic": service.elastic is not None})
                 else:
-                    self._send(404, {"error": f"unknown path {self.path}"})
+                    self.send_json(404, {"error": f"unknown path {self.path}"})
 
             def do_POST(self):
                 if service._inject_fault():
-                    self._send(503, {"error": "injected fault"})
+                    self.send_json(503, {"error": "injected fault"})
                     return
                 try:
-                    length = int(self.headers.get("Content-Length", 0))
-                    payload = json.loads(self.rfile.read(length) or b"{}")
-                    self._send(200, service.answer(self.path, payload))
+                    self.send_json(200, service.answer(self.path, self.read_json()))
                 except LookupError as exc:
-                    self._send(404, {"error": str(exc)})
+                    self.send_json(404, {"error": str(exc)})
                 except (ValueError, KeyError) as exc:
-                    self._send(400, {"error": f"{type(exc).__name__}: {exc}"})
+                    self.send_json(400, {"error": f"{type(exc).__name__}: {exc}"})
                 except Exception as exc:  # noqa: BLE001 - a judge crash is the client's transient error
                     log.exception("judge service error on %s", self.path)
-                    self._send(503, {"error": f"{type(exc).__name__}: {exc}"})
+                    self.send_json(503, {"error": f"{type(exc).__name__}: {exc}"})
 
         return Handler
 

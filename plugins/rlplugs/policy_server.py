@@ -21,10 +21,11 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from rlplugs.episode import Message, Policy
+from rlplugs.jsonhttp import JSONHandler
 
 log = logging.getLogger(__name__)
 
@@ -59,43 +60,32 @@ class PolicyServer(ThreadingHTTPServer):
             return self.policy(messages)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     server: PolicyServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.debug("policy server: " + format, *args)
-
-    def _json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         if self.path.rstrip("/").endswith("/models"):
-            self._json(200, {"object": "list", "data": [{"id": self.server.model, "object": "model"}]})
+            self.send_json(200, {"object": "list", "data": [{"id": self.server.model, "object": "model"}]})
         else:
-            self._json(404, {"error": {"message": f"no route {self.path}"}})
+            self.send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:  # noqa: N802
         if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._json(404, {"error": {"message": f"no route {self.path}"}})
+            self.send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        body = self.read_json()
         try:
             text = self.server.answer(body)
         except Exception as exc:  # noqa: BLE001 - the client gets a 500, the server lives on
             log.exception("policy failed")
-            self._json(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
+            self.send_json(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
             return
         prompt_chars = sum(len(_text(m.get("content"))) for m in body.get("messages", []))
         usage = {"prompt_tokens": prompt_chars, "completion_tokens": len(text), "total_tokens": prompt_chars + len(text)}
         head = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "created": int(time.time()), "model": body.get("model", self.server.model)}
         if not body.get("stream"):
             message = {"role": "assistant", "content": text}
-            self._json(200, {**head, "object": "chat.completion", "usage": usage,
+            self.send_json(200, {**head, "object": "chat.completion", "usage": usage,
                              "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
             return
         chunks = [
@@ -105,11 +95,7 @@ class _Handler(BaseHTTPRequestHandler):
         events = [{**head, "object": "chat.completion.chunk", "choices": [c]} for c in chunks]
         events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
         data = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_body(200, data, "text/event-stream")
 
 
 @contextlib.contextmanager
