@@ -19,7 +19,7 @@ if ! running; then
     python3 -c "from rlplugs.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
     mkdir -p $repro
     ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
-    A=${STAGES_A:-base,sft93,grpo93,overhead}; B=${STAGES_B:-sft800,grpo800}
+    A=${STAGES_A-base,sft93,grpo93,overhead}; B=${STAGES_B-sft800,grpo800}  # set but empty means none
     chain() {  # GPU, stages, log name, sandbox workers
         CUDA_VISIBLE_DEVICES=$1 setsid nohup python3 benchmarks/factorio_repro.py --stages $2 --out $repro --workers $4 ${EXTRA:-} > $repro/$3.log 2>&1 < /dev/null &
     }
