@@ -1,6 +1,6 @@
 """Relaxations per second: batched FIRE over CHGNet's batched forward vs sequential ASE, one run.
 
-    python benchmarks/matrl_relax.py --device cuda --n 512 --sequential 24      # the H200 figure
+    python benchmarks/matrl_relax.py --device cuda --n 1024 --sequential 16     # the H200 figure
     python benchmarks/matrl_relax.py --device cpu --n 8 --sequential 4 --steps 5 # CPU smoke run
 
 Both sides relax the same cells (CHGNet-relaxed textbook prototypes, 6-20 atoms, perturbed) with the same

@@ -38,11 +38,18 @@ def test_batched_relaxation_matches_sequential_ase_fire(relaxer):
     assert batched[0].energy_per_atom < relaxer.static([cells[0]])[0][0]  # relaxing lowered the energy
 
 
-def test_vectorised_featurisation_equals_chgnet_forward(relaxer):
+@pytest.mark.parametrize("graphs_by", ["chgnet converter", "matrl.graphs"])
+def test_vectorised_featurisation_equals_chgnet_forward(relaxer, graphs_by):
     from matrl.chgnet_batch import predict_efs
+    from matrl.graphs import crystal_graph, graph_arrays
 
-    graphs = [relaxer.model.graph_converter(c) for c in _cells()]
-    reference = relaxer.model(graphs, task="efs")
+    conv, cells = relaxer.model.graph_converter, _cells()  # _cells() rattles afresh on every call
+    reference = relaxer.model([conv(c) for c in cells], task="efs")
+    if graphs_by == "chgnet converter":
+        graphs = [conv(c) for c in cells]
+    else:
+        graphs = [crystal_graph(graph_arrays(np.array([sp.Z for sp in c.species]), c.lattice.matrix, c.frac_coords,
+                                             conv.atom_graph_cutoff, conv.bond_graph_cutoff), conv) for c in cells]
     energies, forces, stresses = predict_efs(relaxer.model, graphs, "cpu")
     assert energies == pytest.approx(reference["e"].detach().numpy(), abs=1e-5)
     for ours, theirs in zip(forces, reference["f"]):

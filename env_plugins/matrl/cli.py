@@ -26,6 +26,8 @@ def add_commands(subparsers) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--device", default="cpu")
+    serve.add_argument("--graph_workers", type=int, default=0,
+                       help="processes building CHGNet graphs for batched relaxations (about 2x on an H200 with 14)")
     serve.add_argument("--band_gap_model", help="MatGL-format MEGNet folder (model.json + state.pt)")
     serve.add_argument("--batch_window_s", type=float, default=0.02, help="how long relax requests wait to share a batch")
     serve.set_defaults(func=_serve)
@@ -50,7 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
     from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge
     from matrl.service import JudgeService
 
-    mlip = CHGNetJudge(device=args.device)
+    mlip = CHGNetJudge(device=args.device, graph_workers=args.graph_workers)
     band_gap = MEGNetBandGapJudge(args.band_gap_model) if args.band_gap_model else None
     service = JudgeService(mlip, band_gap, EOSElasticJudge(mlip), args.host, args.port, args.batch_window_s)
     log.warning("matrl judges serving at %s (band gap: %s)", service.url, "on" if band_gap else "off")

@@ -90,10 +90,11 @@ class CHGNetJudge:
     name = "chgnet"
     scale = MP2020_SCALE
 
-    def __init__(self, device: str = "cpu", steps: int = 20, fmax: float = 0.1, cache_size: int = 4096):
+    def __init__(self, device: str = "cpu", steps: int = 20, fmax: float = 0.1, cache_size: int = 4096,
+                 graph_workers: int = 0):
         from matrl.relax import BatchRelaxer
 
-        self.relaxer = BatchRelaxer(device=device)
+        self.relaxer = BatchRelaxer(device=device, graph_workers=graph_workers)
         self.steps, self.fmax = steps, fmax
         self.cache = LRUCache(cache_size)
         self._lock = threading.Lock()  # one forward pass at a time per model

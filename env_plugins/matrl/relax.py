@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from pymatgen.core import Lattice, Structure
 
+from matrl.graphs import crystal_graph, graph_arrays
+
 
 EV_PER_A3_PER_GPA = 1.0 / 160.21766208  # ase.units.GPa
 
@@ -42,6 +44,7 @@ class _FireState:
 
     orig_cell: np.ndarray
     species: list
+    numbers: np.ndarray  # atomic numbers (what the graph needs)
     x: np.ndarray  # (n+3, 3) UnitCellFilter coordinates
     vel: np.ndarray | None = None
     dt: float = 0.1
@@ -58,10 +61,15 @@ class _FireState:
     def deform(self) -> np.ndarray:
         return self.x[self.n :] / self.n  # cell_factor = n atoms (ASE default)
 
-    def structure(self) -> Structure:
+    def cell(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(atomic numbers, lattice rows, fractional coordinates) of the current geometry."""
         f = self.deform()
-        cell = self.orig_cell @ f.T
-        return Structure(Lattice(cell), self.species, self.x[: self.n] @ f.T, coords_are_cartesian=True)
+        lattice = self.orig_cell @ f.T
+        return self.numbers, lattice, np.linalg.solve(lattice.T, (self.x[: self.n] @ f.T).T).T
+
+    def structure(self) -> Structure:
+        numbers, lattice, frac = self.cell()
+        return Structure(Lattice(lattice), self.species, frac)
 
 
 class FireParams:
@@ -82,7 +90,8 @@ def _start(structure: Structure) -> _FireState:
     x = np.zeros((n + 3, 3))
     x[:n] = structure.cart_coords  # deformation gradient is the identity at the start
     x[n:] = n * np.eye(3)
-    return _FireState(orig_cell=structure.lattice.matrix.copy(), species=list(structure.species), x=x)
+    return _FireState(orig_cell=structure.lattice.matrix.copy(), species=list(structure.species),
+                      numbers=_cell(structure)[0], x=x)
 
 
 def _generalised_forces(st: _FireState, forces: np.ndarray, stress_gpa: np.ndarray, volume: float) -> np.ndarray:
@@ -120,8 +129,7 @@ def _fire_step(st: _FireState, force: np.ndarray, p=FireParams) -> None:
     st.x = st.x + dr
 
 
-_GRAPH_TENSORS = ("atomic_number", "atom_frac_coord", "atom_graph", "neighbor_image", "directed2undirected",
-                  "undirected2directed", "bond_graph", "lattice")
+Cell = tuple[np.ndarray, np.ndarray, np.ndarray]  # atomic numbers, lattice rows, fractional coordinates
 _WORKER_CONVERTER = None
 
 
@@ -131,22 +139,24 @@ def _init_graph_worker(converter) -> None:
     _WORKER_CONVERTER = converter
 
 
-def _graph_arrays(structures: list[Structure]) -> list[dict]:
-    """Worker side: CHGNet's own converter, results as plain arrays (cheap to pickle)."""
-    out = []
-    for s in structures:
-        g = _WORKER_CONVERTER(s)
-        out.append({k: getattr(g, k).detach().numpy() for k in _GRAPH_TENSORS} | {"composition": g.composition})
-    return out
+def _graph_arrays(cells: list[Cell], converter=None) -> list[dict]:
+    """CHGNet graph arrays of many cells, with ``converter``'s cutoffs (in a worker: its own copy)."""
+    conv = converter or _WORKER_CONVERTER
+    return [graph_arrays(*cell, conv.atom_graph_cutoff, conv.bond_graph_cutoff, conv.on_isolated_atoms)
+            for cell in cells]
+
+
+def _cell(structure: Structure) -> Cell:
+    return np.array([sp.Z for sp in structure.species]), structure.lattice.matrix, structure.frac_coords
 
 
 class BatchRelaxer:
     """Relaxes lists of structures with one CHGNet model, many structures per forward pass.
 
     ``max_atoms_per_batch`` bounds GPU memory: active structures are packed into forward passes
-    of at most that many atoms. CHGNet builds its graphs on the CPU in Python (~1-10 ms per small
-    cell, every step); with ``graph_workers > 0`` a process pool builds them in parallel with the
-    same converter, so the GPU is not left waiting on one CPU core.
+    of at most that many atoms. Graphs are rebuilt from arrays every step on the CPU
+    (``matrl.graphs``, ~0.3 ms per 12-atom cell); with ``graph_workers > 0`` a process pool
+    builds them in parallel, so the GPU is not left waiting on one CPU core.
     """
 
     def __init__(self, model=None, device: str = "cpu", max_atoms_per_batch: int = 4096, graph_workers: int = 0):
@@ -166,43 +176,35 @@ class BatchRelaxer:
             self._pool.shutdown()
             self._pool = None
 
-    def _graphs(self, structures: list[Structure]) -> list:
-        if self.graph_workers <= 0 or len(structures) < 2 * self.graph_workers:
-            return [self.model.graph_converter(s) for s in structures]
-        from concurrent.futures import ProcessPoolExecutor
-        from multiprocessing import get_context
-
-        from chgnet.graph.crystalgraph import CrystalGraph
-
-        if self._pool is None:  # spawn: forking a process that holds CUDA state is unsafe
-            self._pool = ProcessPoolExecutor(self.graph_workers, mp_context=get_context("spawn"),
-                                             initializer=_init_graph_worker, initargs=(self.model.graph_converter,))
-        size = -(-len(structures) // (4 * self.graph_workers))
-        chunks = [structures[i : i + size] for i in range(0, len(structures), size)]
+    def _graphs(self, cells: list[Cell]) -> list:
         conv = self.model.graph_converter
-        graphs = []
-        for arrays in self._pool.map(_graph_arrays, chunks):
-            for a in arrays:
-                tensors = {k: torch.from_numpy(a[k]) for k in _GRAPH_TENSORS}
-                tensors["atom_frac_coord"].requires_grad_(True)
-                tensors["lattice"].requires_grad_(True)
-                graphs.append(CrystalGraph(**tensors, atom_graph_cutoff=conv.atom_graph_cutoff,
-                                           bond_graph_cutoff=conv.bond_graph_cutoff, composition=a["composition"]))
-        return graphs
+        if self.graph_workers <= 0 or len(cells) < 2 * self.graph_workers:
+            arrays = _graph_arrays(cells, conv)
+        else:
+            from concurrent.futures import ProcessPoolExecutor
+            from multiprocessing import get_context
 
-    def _forward(self, structures: list[Structure]) -> list[tuple[float, np.ndarray, np.ndarray]]:
+            if self._pool is None:  # spawn: forking a process that holds CUDA state is unsafe
+                self._pool = ProcessPoolExecutor(self.graph_workers, mp_context=get_context("spawn"),
+                                                 initializer=_init_graph_worker, initargs=(conv,))
+            size = -(-len(cells) // (4 * self.graph_workers))
+            chunks = [cells[i : i + size] for i in range(0, len(cells), size)]
+            arrays = [a for chunk in self._pool.map(_graph_arrays, chunks) for a in chunk]
+        return [crystal_graph(a, conv) for a in arrays]
+
+    def _forward(self, cells: list[Cell]) -> list[tuple[float, np.ndarray, np.ndarray]]:
         from matrl.chgnet_batch import predict_efs
 
         start = time.perf_counter()
-        graphs = self._graphs(structures)  # stay on the CPU: predict_efs moves whole batches
+        graphs = self._graphs(cells)  # stay on the CPU: predict_efs moves whole batches
         self.seconds["graphs"] += time.perf_counter() - start
         start = time.perf_counter()
         out: list[tuple[float, np.ndarray, np.ndarray]] = []
         first = 0
         while first < len(graphs):
             end, atoms = first, 0
-            while end < len(graphs) and (end == first or atoms + structures[end].num_sites <= self.max_atoms_per_batch):
-                atoms += structures[end].num_sites
+            while end < len(graphs) and (end == first or atoms + len(cells[end][0]) <= self.max_atoms_per_batch):
+                atoms += len(cells[end][0])
                 end += 1
             energies, forces, stresses = predict_efs(self.model, graphs[first:end], self.device)
             out += [(float(energies[k]), forces[k], stresses[k]) for k in range(end - first)]
@@ -212,7 +214,7 @@ class BatchRelaxer:
 
     def static(self, structures: list[Structure]) -> list[tuple[float, np.ndarray, np.ndarray]]:
         """Energy per atom, forces (eV/Å) and stress (GPa) without moving anything."""
-        return self._forward(list(structures))
+        return self._forward([_cell(s) for s in structures])
 
     def relax(self, structures: list[Structure], steps: int = 20, fmax: float = 0.1) -> list[Relaxed]:
         """Relax all structures together; results come back in input order."""
@@ -221,14 +223,14 @@ class BatchRelaxer:
             active = [st for st in states if not st.done]
             if not active:
                 break
-            current = [st.structure() for st in active]
-            for st, s, (e, f, stress) in zip(active, current, self._forward(current)):
-                g = _generalised_forces(st, f, stress, s.volume)
+            current = [st.cell() for st in active]
+            for st, (_, lattice, _), (e, f, stress) in zip(active, current, self._forward(current)):
+                g = _generalised_forces(st, f, stress, abs(float(np.linalg.det(lattice))))
                 max_force = float(np.sqrt((g**2).sum(axis=1).max()))
                 converged = max_force < fmax
                 if converged or st.steps >= steps:
                     st.done = True
-                    st.result = Relaxed(s, e, max_force, st.steps, converged, stress)
+                    st.result = Relaxed(st.structure(), e, max_force, st.steps, converged, stress)
                 else:
                     _fire_step(st, g)
                     st.steps += 1
