@@ -20,6 +20,8 @@ against CHGNet's converter and the predictions against ``model(graphs, task="efs
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from pymatgen.optimization.neighbors import find_points_in_spheres
@@ -41,10 +43,11 @@ def graph_arrays(numbers: np.ndarray, lattice: np.ndarray, frac: np.ndarray, ato
     center, neighbor = center[keep].astype(np.int64), neighbor[keep].astype(np.int64)
     image, distance = image[keep].astype(np.int64), distance[keep]
     isolated = n_atoms - len(np.unique(center))
-    if isolated and on_isolated_atoms != "ignore":
+    if isolated and on_isolated_atoms != "ignore":  # CHGNet's converter setting: error, warn or ignore
         msg = f"{isolated} isolated atom(s) with atom_graph_cutoff={atom_cutoff} Å: CHGNet cannot score this cell"
         if on_isolated_atoms == "error":
             raise ValueError(msg)
+        warnings.warn(msg, stacklevel=2)
 
     # an edge's reverse: one int64 key per (centre, neighbour, image), looked up by sorting
     edges = np.arange(len(center))

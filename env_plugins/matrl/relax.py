@@ -24,6 +24,11 @@ from matrl.graphs import crystal_graph, graph_arrays
 
 
 EV_PER_A3_PER_GPA = 1.0 / 160.21766208  # ase.units.GPa
+Cell = tuple[np.ndarray, np.ndarray, np.ndarray]  # atomic numbers, lattice rows, fractional coordinates
+
+
+def _cell(structure: Structure) -> Cell:
+    return np.array([sp.Z for sp in structure.species]), structure.lattice.matrix, structure.frac_coords
 
 
 @dataclass
@@ -61,14 +66,14 @@ class _FireState:
     def deform(self) -> np.ndarray:
         return self.x[self.n :] / self.n  # cell_factor = n atoms (ASE default)
 
-    def cell(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(atomic numbers, lattice rows, fractional coordinates) of the current geometry."""
+    def cell(self) -> Cell:
+        """The current geometry as the graph builder takes it."""
         f = self.deform()
         lattice = self.orig_cell @ f.T
         return self.numbers, lattice, np.linalg.solve(lattice.T, (self.x[: self.n] @ f.T).T).T
 
     def structure(self) -> Structure:
-        numbers, lattice, frac = self.cell()
+        _, lattice, frac = self.cell()
         return Structure(Lattice(lattice), self.species, frac)
 
 
@@ -129,7 +134,6 @@ def _fire_step(st: _FireState, force: np.ndarray, p=FireParams) -> None:
     st.x = st.x + dr
 
 
-Cell = tuple[np.ndarray, np.ndarray, np.ndarray]  # atomic numbers, lattice rows, fractional coordinates
 _WORKER_CONVERTER = None
 
 
@@ -144,10 +148,6 @@ def _graph_arrays(cells: list[Cell], converter=None) -> list[dict]:
     conv = converter or _WORKER_CONVERTER
     return [graph_arrays(*cell, conv.atom_graph_cutoff, conv.bond_graph_cutoff, conv.on_isolated_atoms)
             for cell in cells]
-
-
-def _cell(structure: Structure) -> Cell:
-    return np.array([sp.Z for sp in structure.species]), structure.lattice.matrix, structure.frac_coords
 
 
 class BatchRelaxer:
