@@ -59,6 +59,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _by_rank(stderr: str) -> str:
+    """Each rank's last lines apart: when one rank dies, the other's long "connection reset"
+    traceback would otherwise fill the message and hide why."""
+    lines = stderr.splitlines()
+    parts = {tag: [l for l in lines if l.startswith(f"[{tag}]")] for tag in ("rank0", "rank1")}
+    parts["untagged"] = [l for l in lines if not l.startswith("[rank")]
+    return "\n".join(f"--- {tag} ---\n" + "\n".join(part)[-2500:] for tag, part in parts.items())
+
+
 def test_filter_over_two_gloo_ranks_masks_whole_groups_and_renormalises(tmp_path, tiny_qwen35):
     env = dict(os.environ, OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1", HF_HUB_OFFLINE="1")
     cmd = [
@@ -67,7 +76,7 @@ def test_filter_over_two_gloo_ranks_masks_whole_groups_and_renormalises(tmp_path
         "--main_process_port", str(_free_port()), __file__, str(tmp_path), str(tiny_qwen35),
     ]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, _by_rank(proc.stderr)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for case, (_, filtered) in CASES.items():
         r0, r1 = ranks[0][case], ranks[1][case]
