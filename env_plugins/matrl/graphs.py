@@ -59,8 +59,8 @@ def graph_arrays(numbers: np.ndarray, lattice: np.ndarray, frac: np.ndarray, ato
 
     forward, reverse = key(center, neighbor, image), key(neighbor, center, -image)
     order = np.argsort(forward, kind="stable")
-    at = np.minimum(np.searchsorted(forward[order], reverse), max(len(order) - 1, 0))
-    partner = np.where(forward[order][at] == reverse, order[at], -1) if len(order) else edges
+    at = np.minimum(np.searchsorted(forward[order], reverse), len(order) - 1)
+    partner = np.where(forward[order][at] == reverse, order[at], -1)
     first = np.where(partner >= 0, np.minimum(edges, partner), edges)  # the edge that opened the pair
     opens = first == edges
     directed2undirected = (np.cumsum(opens) - 1)[first]
