@@ -24,7 +24,8 @@ from rlplugs.episode import Message
 
 class HFPolicy:
     """Sample replies from a causal LM. ``model`` is a path or a loaded model; ``tokenizer``
-    a path, a loaded tokenizer, or ``None`` for the model's own."""
+    a path, a loaded tokenizer, or ``None`` for the model's own. ``device="auto"`` puts a model
+    loaded from a path on the GPU when there is one (a loaded model is left where it is)."""
 
     def __init__(
         self,
@@ -36,11 +37,12 @@ class HFPolicy:
         enable_thinking: bool = False,
         seed: int | None = 0,
         batch_size: int = 8,
-        device: str | None = None,
+        device: str | None = "auto",
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
-        if isinstance(model, (str, Path)):
+        loaded_here = isinstance(model, (str, Path))
+        if loaded_here:
             self.name = str(model)
             model = AutoModelForCausalLM.from_pretrained(str(model), dtype="auto")
         else:
@@ -49,6 +51,8 @@ class HFPolicy:
             tokenizer = getattr(model, "name_or_path", None) or self.name
         if isinstance(tokenizer, (str, Path)):
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        if device == "auto":  # a checkpoint loaded here goes to the accelerator; a given model stays put
+            device = ("cuda" if torch.cuda.is_available() else "cpu") if loaded_here else None
         self.model = model.to(device) if device else model
         self.model.eval()
         self.tokenizer = tokenizer
