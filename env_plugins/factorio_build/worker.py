@@ -59,7 +59,10 @@ MAX_TIME_LIMIT_HITS = 2
 #: raises ``KeyError`` on a megabyte key should not ship the megabyte back.
 MAX_ERROR_CHARS = 500
 
-_armed = [False]
+NETWORK_ISOLATED = "empty network namespace"
+
+#: Whether the CPU timer may stop the program now (only while ``build`` runs, never the simulator).
+_timer = {"armed": False}
 
 
 class ProgramTimeout(Exception):
@@ -72,7 +75,7 @@ def enter_network_namespace() -> str:
     # As root a network namespace needs no user namespace (which a threaded process cannot enter).
     flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
     if libc.unshare(flags) == 0:
-        return "empty network namespace"
+        return NETWORK_ISOLATED
     return f"namespace refused ({os.strerror(ctypes.get_errno())}); no new sockets via RLIMIT_NOFILE"
 
 
@@ -82,8 +85,8 @@ def lock_down(payload: dict, network: str) -> dict[str, str]:
     The report pipe is already on :data:`REPORT_FD`. ``network`` is what the zygote managed; a
     refused namespace is tried again here, where the process is single-threaded."""
     os.closerange(REPORT_FD + 1, max(map(int, os.listdir("/proc/self/fd"))) + 1)
-    done = {"descriptors": "stdio and the result pipe only"}
-    done["network"] = network if network == "empty network namespace" else enter_network_namespace()
+    done = {"descriptors": "stdio and the report pipe only"}
+    done["network"] = network if network == NETWORK_ISOLATED else enter_network_namespace()
     if os.geteuid() == 0:
         os.setgroups([])
         os.setgid(NOBODY)
@@ -108,8 +111,8 @@ def lock_down(payload: dict, network: str) -> dict[str, str]:
 
 
 def _on_cpu_timer(signum, frame):
-    if _armed[0]:
-        _armed[0] = False
+    if _timer["armed"]:
+        _timer["armed"] = False
         raise ProgramTimeout("ran past its CPU time limit")
 
 
@@ -127,12 +130,12 @@ def _guarded(build, cpu_seconds: float, placed: list):
             return ok
 
         world.place = recording_place
-        _armed[0] = True
+        _timer["armed"] = True
         signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
         try:
             return build(world)
         finally:
-            _armed[0] = False
+            _timer["armed"] = False
             signal.setitimer(signal.ITIMER_PROF, 0)
 
     return run
