@@ -217,6 +217,8 @@ def test_process_layer_blocks_fork_threads_files_and_network(probe_pool, tmp_pat
     """
     # stdio and the report pipe: nothing inherited from the zygote (its pipe to the trainer) is open
     assert probe(probe_pool, descriptors)["outcome"] == "SystemExit: [0, 1, 2, 3]"
+    death_signal = "import ctypes\nv = ctypes.c_int()\nctypes.CDLL(None).prctl(2, ctypes.byref(v))\nraise SystemExit(v.value)"
+    assert probe(probe_pool, death_signal)["outcome"] == "SystemExit: 9"  # SIGKILL when the zygote dies
 
 
 def test_process_layer_caps_memory_and_cpu(probe_pool):

@@ -10,7 +10,7 @@ locks itself down, in this order:
    could not, e.g. not root and already threaded), which has only a down loopback;
 3. **user**: when started as root it drops to ``nobody`` (uid/gid 65534, no groups), so the
    kernel enforces the process limit below, files owned by anyone else are read-only, and the
-   zygote (still root) cannot be signalled or traced from here;
+   zygote (still root) cannot be signalled or traced from here; it dies if its zygote does;
 4. **rlimits**: ``RLIMIT_NPROC = 0`` (no new processes or threads), ``RLIMIT_FSIZE = 0`` (no byte
    written to any file), ``RLIMIT_NOFILE`` = the descriptors kept (no new file or socket),
    ``RLIMIT_AS`` (address space), ``RLIMIT_CORE = 0``, and ``RLIMIT_CPU`` = the job's CPU seconds
@@ -53,6 +53,7 @@ NOBODY = 65534
 REPORT_FD = 3
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
 #: Scenes a program may overrun its time limit on before the rest of its row is not run.
 MAX_TIME_LIMIT_HITS = 2
 #: An error message longer than this is cut: it becomes part of a reason, and a program that
@@ -94,6 +95,9 @@ def lock_down(payload: dict, network: str) -> dict[str, str]:
         done["user"] = "nobody"
     else:
         done["user"] = f"uid {os.geteuid()} (not root: unchanged)"
+    # Dies with its zygote (a pool closed mid-job) instead of running on as an orphan; set after
+    # the user change, which clears it.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write then fails with EFBIG instead of killing
     cpu = int(payload["cpu_limit_s"])
     for name, soft, hard in (
