@@ -17,7 +17,7 @@ from rlplugs.registry import UnknownOptionError, get_environment
 from rlplugs.rewards import Sample, weighted_total
 
 log = logging.getLogger(__name__)
-FAST = {"workers": 2, "program_time_limit_s": 0.5, "job_timeout_s": 30.0, "eval_rows": 16, "rows": 64}
+FAST = {"workers": 2, "program_cpu_limit_s": 0.5, "cpu_limit_s": 10, "job_timeout_s": 30.0, "eval_rows": 16, "rows": 64}
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,9 @@
 
 The model writes one ``def build(world):`` program per row; the program runs, sandboxed, on each
 of the row's unseen scenes and is rewarded by the fraction it verifiably solves. Read the modules
-in order: ``config`` -> ``rows`` -> ``prompt`` -> ``programs`` (static sandbox) -> ``worker`` /
-``pool`` (process sandbox) -> ``scoring`` -> ``reference`` -> ``pictures`` -> ``sft`` -> ``plugin``.
+in order: ``config`` -> ``rows`` -> ``prompt`` -> ``programs`` (static sandbox) -> ``pool`` /
+``zygote`` / ``worker`` (process sandbox) -> ``scoring`` -> ``reference`` -> ``pictures`` -> ``sft``
+-> ``plugin``.
 
 The verifiers v1 classes (``env.taskset.id = "factorio-build"`` in prime-rl) are built from the
 EnvSpec on first access, so importing this package never needs verifiers.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rlplugs.config import StrictConfig
 
@@ -24,8 +24,23 @@ class FactorioBuildConfig(StrictConfig):
     eval_rows: int = Field(16, ge=1, description="rows in the validation and holdout splits")
     seed: int = Field(0, ge=0, description="first train seed (shifts the train stream only)")
     workers: int = Field(2, ge=1, description="sandbox worker processes")
-    program_time_limit_s: float = Field(2.0, gt=0, description="wall-clock seconds a program may run per scene")
-    job_timeout_s: float = Field(60.0, gt=0, description="wall-clock seconds for one program on all its scenes")
+    program_cpu_limit_s: float = Field(
+        2.0, gt=0, description="CPU seconds a program may run per scene (the machine's load does not count)"
+    )
     cpu_limit_s: int = Field(40, ge=1, description="CPU seconds one program may use on all its scenes (RLIMIT_CPU)")
+    job_timeout_s: float = Field(
+        300.0, gt=0, description="wall-clock backstop for one program's job; expiry = unscored (machine overloaded)"
+    )
     memory_limit_mb: int = Field(2048, ge=256, description="address space of a worker (RLIMIT_AS)")
     decision_budget: int | None = Field(None, ge=1, description="decisions per scene; None = the task's own")
+
+    @model_validator(mode="after")
+    def _backstop_leaves_room_for_the_cpu_allowance(self):
+        # A job whose backstop expires is unscored as the machine's fault, which is only true if
+        # a job that had a core to itself would have hit its CPU limit first.
+        if self.job_timeout_s <= self.cpu_limit_s:
+            raise ValueError(
+                f"job_timeout_s ({self.job_timeout_s:g}) must exceed cpu_limit_s ({self.cpu_limit_s}): the wall-clock "
+                "backstop must leave room for the job's CPU allowance"
+            )
+        return self

@@ -1,19 +1,18 @@
-"""The sandbox pool: spawned worker processes that run programs and are replaced when they die.
+"""The sandbox pool: zygote processes that fork a job process per program, replaced when they die.
 
 factory-sim's ``evolve.pool.EvalPool`` does the process management (one private pipe per worker,
-a wall-clock deadline per job, terminate-and-respawn on a timeout or a crash); the lock-down and
-the job itself are ours (:mod:`factorio_build.worker`). This module turns what the pool reports
-into outcomes a reward can name: a job past its deadline is a ``timeout``, a worker that died is
-``killed`` with the signal that killed it (SIGXCPU = CPU limit, SIGKILL = memory or the deadline).
-Only a pool that cannot start workers at all is a failure of *ours*: the callers mark those
-samples unscored.
+a wall-clock deadline per job, terminate-and-respawn on a timeout or a crash); each of its workers
+is one of our zygotes (:mod:`factorio_build.zygote`), and the program runs in a child the zygote
+forks. How a *child* ended (the program's CPU limit, a signal, the machine's load) comes back as
+the zygote's report and becomes a :class:`JobFailure` here. A failure of the *zygote* itself (it
+died, stopped answering, could not fork) is never the program's doing: that job is unscored with
+its reason. A pool that cannot start zygotes at all raises :class:`PoolFailure`, and the callers
+mark those samples unscored.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-import signal
 import threading
 from dataclasses import dataclass
 
@@ -21,8 +20,11 @@ from evolve.pool import EvalPool
 
 log = logging.getLogger(__name__)
 
-INIT = "factorio_build.worker:init"
-JOB = "factorio_build.worker:run_program"
+INIT = "factorio_build.zygote:init"
+JOB = "factorio_build.zygote:run_program"
+#: Seconds the pool waits for a zygote beyond the job's own wall-clock backstop, which the zygote
+#: enforces on its child; past it the zygote itself is stuck.
+ZYGOTE_GRACE_S = 30.0
 
 
 class PoolFailure(RuntimeError):
@@ -31,32 +33,27 @@ class PoolFailure(RuntimeError):
 
 @dataclass(frozen=True)
 class JobFailure:
-    """A job that returned no result: how it ended (``timeout``/``killed``/``crash``) and why."""
+    """A job that returned no result: how it ended (``killed``/``crash``/``unscored``) and why."""
 
     outcome: str
     reason: str
 
 
-_EXIT = re.compile(r"exit code (-?\d+)")
-
-
 def classify(error: str) -> JobFailure:
-    """Name what the pool's error string says happened to a worker."""
-    if error.startswith("timeout"):
-        return JobFailure("timeout", f"timeout: program killed at the job's wall-clock deadline ({error})")
+    """Name what the pool's error string says happened to a zygote: never the program's doing."""
     if error.startswith("initializer failed"):
         raise PoolFailure(f"sandbox pool failed: {error}")
-    match = _EXIT.search(error)
-    if match:
-        code = int(match.group(1))
-        if code < 0:
-            name = signal.Signals(-code).name
-            what = {"SIGXCPU": "CPU time limit", "SIGKILL": "killed (memory or deadline)", "SIGSEGV": "segfault"}
-            return JobFailure("killed", f"killed: worker died of {name} ({what.get(name, 'signal')})")
-        return JobFailure("killed", f"killed: worker exited with code {code}")
-    if error.startswith("MemoryError"):
-        return JobFailure("killed", f"killed: out of memory outside the program ({error})")
-    return JobFailure("crash", f"crash: {error}")
+    if error.startswith("timeout"):
+        return JobFailure("unscored", f"unscored: the sandbox worker stopped answering ({error})")
+    return JobFailure("unscored", f"unscored: the sandbox worker failed ({error})")
+
+
+def _result(raw) -> dict | JobFailure:
+    if isinstance(raw, dict) and set(raw) == {"error"}:
+        return classify(str(raw["error"]))
+    if isinstance(raw, dict) and "failure" in raw:
+        return JobFailure(raw["failure"], raw["reason"])
+    return raw
 
 
 class SandboxPool:
@@ -78,15 +75,14 @@ class SandboxPool:
         with self._lock:
             try:
                 if self._pool is None:
-                    self._pool = EvalPool(self.workers, INIT, self.job, timeout_s=self.job_timeout_s)
+                    timeout = self.job_timeout_s + ZYGOTE_GRACE_S
+                    self._pool = EvalPool(self.workers, INIT, self.job, timeout_s=timeout)
                 raw = self._pool.map(payloads)
             except Exception as exc:  # noqa: BLE001 - anything here is the pool's failure, not a program's
                 self._drop()
                 raise PoolFailure(f"sandbox pool failed: {type(exc).__name__}: {exc}") from exc
         try:
-            return [
-                classify(str(r["error"])) if isinstance(r, dict) and set(r) == {"error"} else r for r in raw
-            ]
+            return [_result(r) for r in raw]
         except PoolFailure:
             self.close()
             raise

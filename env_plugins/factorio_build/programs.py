@@ -11,7 +11,7 @@ containers) plus two stricter rules of ours:
   emits one is gaming the parser, not building a factory.
 
 What the static layer cannot stop (loops that never end, allocations, deep recursion) is the
-process layer's job (:mod:`factorio_build.worker`).
+process layer's job (:mod:`factorio_build.zygote`, :mod:`factorio_build.worker`).
 """
 
 from __future__ import annotations

@@ -10,18 +10,22 @@ outcome                success    validity  when
 =====================  =========  ========  ===================================================
 ``ok``                 k / n      1.0       ran on every scene without raising
 ``crash``              k / n      0.0       raised its own exception on some scene
-``timeout``            k / n      0.0       overran its per-scene time limit (stopped there,
-                                            the scene still verified), or 0 / n when killed
-                                            at the job's wall-clock deadline
-``killed``             0 (k / n)  -1.0      hit a process limit: CPU seconds, memory, or died
-                                            (k / n when only a ``MemoryError`` stopped it)
+``timeout``            k / n      0.0       overran its per-scene CPU time limit (stopped
+                                            there, the scene still verified)
+``killed``             0 (k / n)  -1.0      hit a process limit: the job's CPU seconds, memory,
+                                            or its process died (k / n when only a
+                                            ``MemoryError`` stopped it)
 ``sandbox_violation``  0          -1.0      refused by the static layer
 ``no_code_block``      0          0.0       no ```python block defining ``build(world)``
 =====================  =========  ========  ===================================================
 
-So the total reward is ``success + 0.1 * validity``. A reward is *unscored* (``Score(None, ...)``)
-only when it could not be computed: the pool could not start workers, or the row names no
-scenes. A hostile program never makes a reward unscored; it gets its documented value.
+So the total reward is ``success + 0.1 * validity``. Both limits of a program count its own CPU
+seconds, so the machine's load never changes an outcome. A reward is *unscored*
+(``Score(None, ...)``) only when it could not be computed, with the reason: the pool could not
+start workers, a sandbox worker died or stopped answering, the job's wall-clock backstop expired
+before it had used its CPU allowance (the machine was overloaded), something outside the sandbox
+killed it, or the row names no scenes. A program cannot cause any of these (it cannot wait
+without using CPU), so a hostile program always gets its documented value.
 """
 
 from __future__ import annotations
@@ -62,9 +66,11 @@ class Verdict:
         }
 
 
-def judge(result: dict | JobFailure, n_scenes: int) -> Verdict:
-    """Turn a worker's result (or how its job ended) into an outcome."""
+def judge(result: dict | JobFailure, n_scenes: int) -> Verdict | Score:
+    """Turn a job's result (or how its job ended) into an outcome, or an unscored ``Score``."""
     if isinstance(result, JobFailure):
+        if result.outcome == "unscored":
+            return Score(None, result.reason)
         return Verdict(result.outcome, 0.0, result.reason)
     scenes = result["scenes"]
     verified = sum(s["success"] for s in scenes)
@@ -75,7 +81,8 @@ def judge(result: dict | JobFailure, n_scenes: int) -> Verdict:
         return Verdict("killed", success, f"{tally}; program hit the memory limit", scenes, result["isolation"])
     if any(s["timed_out"] for s in scenes):
         overran = sum(s["timed_out"] for s in scenes)
-        return Verdict("timeout", success, f"{tally}; overran its time limit on {overran} scenes", scenes, result["isolation"])
+        return Verdict("timeout", success, f"{tally}; overran its CPU time limit on {overran} scenes", scenes,
+                       result["isolation"])
     if errors:
         return Verdict("crash", success, f"{tally}; raised on {len(errors)} scenes, first: {errors[0]}", scenes, result["isolation"])
     return Verdict("ok", success, tally, scenes, result["isolation"])
@@ -97,8 +104,9 @@ class ProgramScorer:
             "split": row["split"],
             "seeds": [str(s) for s in row["seeds"]],
             "decision_budget": budget,
-            "time_limit_s": self.config.program_time_limit_s,
+            "program_cpu_limit_s": self.config.program_cpu_limit_s,
             "cpu_limit_s": self.config.cpu_limit_s,
+            "job_timeout_s": self.config.job_timeout_s,
             "memory_bytes": self.config.memory_limit_mb * 2**20,
         }
 

@@ -1,84 +1,93 @@
-"""What runs inside a sandbox worker process: the lock-down and the episode job.
+"""What runs inside a job process: its lock-down, the episode job and the isolation probe.
 
-A worker is a spawned process (``factorio_build.pool``) that imports the simulator, then on its
-first job locks itself down for good, in this order:
+A job process is forked by a zygote (:mod:`factorio_build.zygote`) for one program and exits when
+that program has run on its row; nothing it does outlives it. Before any program code runs it
+locks itself down, in this order:
 
-1. **network**: it enters a fresh network namespace (``unshare``; unprivileged, together with a
-   user namespace), which has only a down loopback, so no connection can leave it;
-2. **user**: when started as root it drops to ``nobody`` (uid/gid 65534, no groups), so the
-   kernel enforces the process limit below and files owned by anyone else are read-only;
-3. **rlimits**: ``RLIMIT_NPROC = 0`` (no new processes or threads), ``RLIMIT_FSIZE = 0`` (no byte
-   written to any file), ``RLIMIT_NOFILE`` = the descriptors already open (no new file or socket),
-   ``RLIMIT_AS`` (address space), ``RLIMIT_CORE = 0``; and before every job ``RLIMIT_CPU`` is set
-   to the CPU already used plus the job's allowance, so a job that spins is killed by SIGXCPU.
+1. **descriptors**: everything inherited is closed except stdio and the pipe its result goes back
+   on (so the zygote's own pipe to the trainer is out of reach);
+2. **network**: an empty network namespace (entered once by the zygote; here only if the zygote
+   could not, e.g. not root and already threaded), which has only a down loopback;
+3. **user**: when started as root it drops to ``nobody`` (uid/gid 65534, no groups), so the
+   kernel enforces the process limit below, files owned by anyone else are read-only, and the
+   zygote (still root) cannot be signalled or traced from here; it dies if its zygote does;
+4. **rlimits**: ``RLIMIT_NPROC = 0`` (no new processes or threads), ``RLIMIT_FSIZE = 0`` (no byte
+   written to any file), ``RLIMIT_NOFILE`` = the descriptors kept (no new file or socket),
+   ``RLIMIT_AS`` (address space), ``RLIMIT_CORE = 0``, and ``RLIMIT_CPU`` = the job's CPU seconds
+   (a fresh process starts at zero, so this is exactly the job's own allowance).
 
-Each step that the machine does not allow (not root; user namespaces disabled) is reported in the
-job result's ``isolation`` map instead of silently assumed. A program's own wall clock is bounded
-per scene with ``ITIMER_REAL`` (no watchdog thread: threads are processes to ``RLIMIT_NPROC``);
-when it fires the program is stopped and the scene still runs to its verification, as factory-sim
-does with its own time limit. The pool keeps the job's overall wall clock and kills the worker.
+Each step the machine does not allow (not root; user namespaces disabled) is reported in the
+result's ``isolation`` map instead of silently assumed.
+
+**Limits count the program's own work, not the machine's load.** A program's time on a scene is
+bounded in *CPU* seconds of this process (``ITIMER_PROF``: user + system time; no watchdog thread,
+since threads are processes to ``RLIMIT_NPROC``); when it fires the program is stopped and the
+scene still runs to its verification, as factory-sim does with its wall-clock limit. A program on
+a node whose cores are shared five ways gets the same CPU seconds as on an idle one, so a correct
+program is never stopped for the neighbours' load; the zygote keeps only a generous wall-clock
+backstop, whose expiry is reported as unscored (the machine), not as the program's failure.
+
+**The program holds only private objects.** Besides ``world`` (a new one per scene) and its own
+functions, factory-sim hands a program the real ``math`` module, whose attributes it may assign
+(``math.floor = math.ceil``) and so change what the simulator, the observation decoder and the
+scene generator compute afterwards. Here it gets a private namespace with the same names instead,
+and every scene of its row is generated before any of its code runs.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import resource
 import signal
-import sys
+import types
 
 from evolve import sandbox
-from fsim.program_api import TASK_PROFILES, run_episode
-from fsim.rl import RlEnv
+from fsim.program_api import run_episode
 
 from factorio_build import programs, rows
 
 NOBODY = 65534
+#: The descriptor a job process writes its report to (after stdin, stdout, stderr).
+REPORT_FD = 3
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
 #: Scenes a program may overrun its time limit on before the rest of its row is not run.
 MAX_TIME_LIMIT_HITS = 2
+#: An error message longer than this is cut: it becomes part of a reason, and a program that
+#: raises ``KeyError`` on a megabyte key should not ship the megabyte back.
+MAX_ERROR_CHARS = 500
 
-_state: dict = {}
+NETWORK_ISOLATED = "empty network namespace"
+
+#: Whether the CPU timer may stop the program now (only while ``build`` runs, never the simulator).
+_timer = {"armed": False}
 
 
 class ProgramTimeout(Exception):
-    """Raised inside a program that ran past its per-scene wall-clock limit."""
+    """Raised inside a program that used up its per-scene CPU time."""
 
 
-def init() -> None:
-    """Pool initializer: one simulator per worker, reused by every job.
-
-    One empty episode per task runs here, before the lock-down, so every data file the simulator
-    and the scene generators read lazily (the map's water, belt timing tables) is already loaded:
-    afterwards no new file can be opened."""
-    sys.dont_write_bytecode = True
-    _state["env"] = RlEnv()
-    for task in TASK_PROFILES:
-        _, blueprint = rows.scene(task, "train", 0)
-        run_episode(lambda world: None, blueprint, task=task, env=_state["env"])
-
-
-def _lowest_free_fd() -> int:
-    fd = 0
-    while True:
-        try:
-            os.fstat(fd)
-        except OSError:
-            return fd
-        fd += 1
-
-
-def lock_down(memory_bytes: int) -> dict[str, str]:
-    """Apply the process-level sandbox once; returns what is enforced, step by step."""
-    done: dict[str, str] = {}
+def enter_network_namespace() -> str:
+    """An empty network namespace for this process and its children; what was managed, in words."""
     libc = ctypes.CDLL(None, use_errno=True)
     # As root a network namespace needs no user namespace (which a threaded process cannot enter).
     flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
     if libc.unshare(flags) == 0:
-        done["network"] = "empty network namespace"
-    else:
-        done["network"] = f"namespace refused ({os.strerror(ctypes.get_errno())}); no new sockets via RLIMIT_NOFILE"
+        return NETWORK_ISOLATED
+    return f"namespace refused ({os.strerror(ctypes.get_errno())}); no new sockets via RLIMIT_NOFILE"
+
+
+def lock_down(payload: dict, network: str) -> dict[str, str]:
+    """Apply the process-level sandbox to this job process; returns what is enforced, step by step.
+
+    The report pipe is already on :data:`REPORT_FD`. ``network`` is what the zygote managed; a
+    refused namespace is tried again here, where the process is single-threaded."""
+    os.closerange(REPORT_FD + 1, max(map(int, os.listdir("/proc/self/fd"))) + 1)
+    done = {"descriptors": "stdio and the report pipe only"}
+    done["network"] = network if network == NETWORK_ISOLATED else enter_network_namespace()
     if os.geteuid() == 0:
         os.setgroups([])
         os.setgid(NOBODY)
@@ -86,42 +95,33 @@ def lock_down(memory_bytes: int) -> dict[str, str]:
         done["user"] = "nobody"
     else:
         done["user"] = f"uid {os.geteuid()} (not root: unchanged)"
+    # Dies with its zygote (a pool closed mid-job) instead of running on as an orphan; set after
+    # the user change, which clears it.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write then fails with EFBIG instead of killing
-    free = _lowest_free_fd()
-    for name, limit in (
-        ("RLIMIT_NPROC", 0),
-        ("RLIMIT_FSIZE", 0),
-        ("RLIMIT_CORE", 0),
-        ("RLIMIT_AS", memory_bytes),
-        ("RLIMIT_NOFILE", free),
+    cpu = int(payload["cpu_limit_s"])
+    for name, soft, hard in (
+        ("RLIMIT_NPROC", 0, 0),
+        ("RLIMIT_FSIZE", 0, 0),
+        ("RLIMIT_CORE", 0, 0),
+        ("RLIMIT_AS", payload["memory_bytes"], payload["memory_bytes"]),
+        ("RLIMIT_NOFILE", REPORT_FD + 1, REPORT_FD + 1),
+        # SIGXCPU at the soft limit; SIGKILL a second later if that was somehow survived.
+        ("RLIMIT_CPU", cpu, cpu + 1),
     ):
-        resource.setrlimit(getattr(resource, name), (limit, limit))
-        done[name] = str(limit)
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+        done[name] = str(soft)
     return done
 
 
-def _cpu_allowance(seconds: int) -> None:
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    spent = int(used.ru_utime + used.ru_stime) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (spent + seconds, resource.RLIM_INFINITY))
+def _on_cpu_timer(signum, frame):
+    if _timer["armed"]:
+        _timer["armed"] = False
+        raise ProgramTimeout("ran past its CPU time limit")
 
 
-def _enter_job(payload: dict) -> None:
-    """Lock down on the first job; give every job its own CPU allowance."""
-    if "isolation" not in _state:
-        _state["isolation"] = lock_down(payload["memory_bytes"])
-        signal.signal(signal.SIGALRM, _on_alarm)
-    _cpu_allowance(payload["cpu_limit_s"])
-
-
-def _on_alarm(signum, frame):
-    if _state.get("armed"):
-        _state["armed"] = False
-        raise ProgramTimeout("ran past its wall-clock limit")
-
-
-def _guarded(build, seconds: float, placed: list):
-    """``build`` under a wall-clock limit, recording the facing of each placement that lands."""
+def _guarded(build, cpu_seconds: float, placed: list):
+    """``build`` under a CPU-time limit, recording the facing of each placement that lands."""
 
     def run(world):
         place = world.place
@@ -134,39 +134,55 @@ def _guarded(build, seconds: float, placed: list):
             return ok
 
         world.place = recording_place
-        _state["armed"] = True
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+        _timer["armed"] = True
+        signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
         try:
             return build(world)
         finally:
-            _state["armed"] = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            _timer["armed"] = False
+            signal.setitimer(signal.ITIMER_PROF, 0)
 
     return run
 
 
-def run_program(payload: dict) -> dict:
-    """Pool job: one checked program on every scene of one row.
+def _private_math() -> types.SimpleNamespace:
+    """The ``math`` a program sees: the public names of the real module in a namespace of its own."""
+    return types.SimpleNamespace(**{name: getattr(math, name) for name in sandbox.MATH_NAMES})
 
-    Returns ``{"scenes": [...], "isolation": {...}}``; a scene result has ``seed``, ``family``,
-    ``success``, ``verified_output``, ``error`` (the program's exception, if any) and ``built``
+
+def load_program(source: str):
+    """The program's ``build``, checked again on this side of the wall, holding a private ``math``.
+
+    ``sandbox.load`` puts its module global ``math`` into the program's globals, and evaluates
+    default arguments (``def h(m=math)``) while loading; so that global is replaced first. This
+    process is thrown away after the job, so the replacement is too."""
+    programs.check_program(source)
+    sandbox.math = _private_math()
+    return sandbox.load(source)
+
+
+def run_program(payload: dict, env) -> dict:
+    """One checked program on every scene of one row, in the simulator ``env``.
+
+    Returns ``{"scenes": [...]}``; a scene result has ``seed``, ``family``, ``success``,
+    ``verified_output``, ``error`` (the program's exception, if any), ``timed_out`` and ``built``
     (item, x, y, facing)."""
-    _enter_job(payload)
-    programs.check_program(payload["source"])  # the static layer again, on this side of the wall
-    build = sandbox.load(payload["source"])
+    signal.signal(signal.SIGPROF, _on_cpu_timer)
+    task = payload["task"]
+    scenes = [(seed, *rows.scene(task, payload["split"], seed)) for seed in payload["seeds"]]
+    build = load_program(payload["source"])
     results, hits = [], 0
-    for seed in payload["seeds"]:
-        family, blueprint = rows.scene(payload["task"], payload["split"], seed)
+    for seed, family, blueprint in scenes:
         if hits >= MAX_TIME_LIMIT_HITS:
             results.append(_not_run(seed, family, f"not run: the program overran its time limit on {hits} scenes"))
             continue
         placed: list = []
         episode = run_episode(
-            _guarded(build, payload["time_limit_s"], placed),
+            _guarded(build, payload["program_cpu_limit_s"], placed),
             blueprint,
-            task=payload["task"],
+            task=task,
             decision_budget=payload["decision_budget"],
-            env=_state["env"],
+            env=env,
         )
         timed_out = bool(episode.error and episode.error.startswith("ProgramTimeout"))
         hits += timed_out
@@ -176,12 +192,12 @@ def run_program(payload: dict) -> dict:
                 "family": family,
                 "success": bool(episode.success),
                 "verified_output": int(episode.verified_output),
-                "error": episode.error,
+                "error": episode.error[:MAX_ERROR_CHARS] if episode.error else None,
                 "timed_out": timed_out,
                 "built": placed,
             }
         )
-    return {"scenes": results, "isolation": dict(_state["isolation"])}
+    return {"scenes": results}
 
 
 def _not_run(seed, family: str, why: str) -> dict:
@@ -189,16 +205,15 @@ def _not_run(seed, family: str, why: str) -> dict:
             "timed_out": True, "built": []}
 
 
-def isolation_probe(payload: dict) -> dict:
-    """Run raw, *unchecked* Python in a locked-down worker and report what it could do.
+def isolation_probe(payload: dict, env) -> dict:
+    """Run raw, *unchecked* Python in a locked-down job process and report what it could do.
 
     Only the isolation tests call this: it proves the process layer holds on its own, as if a
     program had slipped past the static layer."""
-    _enter_job(payload)
     scope: dict = {}
     try:
         exec(payload["code"], scope)  # noqa: S102 - the point of the probe
         outcome = "ran"
     except BaseException as exc:  # noqa: BLE001
-        outcome = f"{type(exc).__name__}: {exc}"
-    return {"outcome": outcome, "isolation": dict(_state["isolation"])}
+        outcome = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+    return {"outcome": outcome}
