@@ -152,20 +152,36 @@ def test_ckpt_fix_dtype_on_a_config_that_is_a_list(capsys, tmp_path):
 # --- rlplugs list -----------------------------------------------------------------------------
 
 
-def test_list_names_the_extra_that_installs_a_missing_module(plugin_env, tmp_path):
-    """A plugin whose import needs a module from one of its distribution's extras."""
+@pytest.fixture
+def extra_plugin_env(plugin_env, tmp_path) -> dict[str, str]:
+    """An installed-looking distribution whose plugins need a module from one of its extras: one
+    imports it when it loads, one registers an env that imports it when it is built."""
     (tmp_path / "extra_needing_plugin.py").write_text("import rlplugs_absent_module  # noqa: F401\n")
+    (tmp_path / "extra_env_plugin.py").write_text(
+        "import rlplugs\nfrom rlplugs.registry import Registration\n\n"
+        "def build(options=None):\n    import rlplugs_absent_module  # noqa: F401\n\n"
+        "@rlplugs.hookimpl\ndef rlplugs_register_environments():\n    return [Registration('extra-env', build)]\n"
+    )
     info = tmp_path / "rlplugs_extra_test-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: rlplugs-extra-test\nVersion: 0.1\nProvides-Extra: fancy\n"
         'Requires-Dist: rlplugs-absent-module>=1; extra == "fancy"\n'
     )
-    (info / "entry_points.txt").write_text("[rlplugs]\nextra-test = extra_needing_plugin\n")
-    env = {**plugin_env, "PYTHONPATH": f"{tmp_path}:{plugin_env['PYTHONPATH']}", "COLUMNS": "400"}  # no wrapping
-    proc = run(env, "list")
+    (info / "entry_points.txt").write_text("[rlplugs]\nextra-test = extra_needing_plugin\nextra-env = extra_env_plugin\n")
+    return {**plugin_env, "PYTHONPATH": f"{tmp_path}:{plugin_env['PYTHONPATH']}", "COLUMNS": "400"}  # no wrapping
+
+
+def test_list_names_the_extra_that_installs_a_missing_module(extra_plugin_env):
+    proc = run(extra_plugin_env, "list")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.count("│") == 4}
     assert ("ModuleNotFoundError: No module named 'rlplugs_absent_module'; install it with: "
             'pip install "rlplugs-extra-test[fancy]"') in rows["extra-test"]
     assert "pip install" not in rows["broken-test"]  # an error that no extra fixes gets no hint
+
+
+def test_env_that_needs_a_missing_extra_says_which(extra_plugin_env):
+    proc = run(extra_plugin_env, "preflight", "--env", "extra-env")
+    assert_usage_error(proc, "env 'extra-env' needs a module that is not installed",
+                       'install it with: pip install "rlplugs-extra-test[fancy]"')

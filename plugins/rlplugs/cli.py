@@ -14,6 +14,7 @@ clean message with exit code 2, never as a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -56,10 +57,11 @@ def build_env(name: str, env_args: str | None):
     options = parse_env_args(env_args)
     try:
         registration = registry.get("environment", name)
-        return registration.build(options)
-    except (UnknownPluginError, UnknownOptionError) as exc:
+    except UnknownPluginError as exc:
         raise UsageError(str(exc)) from exc
-    except ValueError as exc:  # invalid option values (pydantic)
+    try:
+        return registration.build(options)
+    except ValueError as exc:  # unknown options (UnknownOptionError) and invalid values
         raise UsageError(str(exc)) from exc
     except ModuleNotFoundError as exc:
         hint = registry.install_hint(registration.plugin, exc) or "; install it"
@@ -115,7 +117,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
     spec = build_env(args.env, args.env_args)
     try:
-        report = spec.preflight()
+        with contextlib.redirect_stdout(sys.stderr):  # what judges print (CHGNet does) must not break --json
+            report = spec.preflight()
     except PreflightError as exc:
         _console(err=True).print(f"[red]preflight failed:[/red] {escape(str(exc))}")
         return 1
@@ -167,13 +170,14 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_model_dir(value: str, flag: str, marker: str = "config.json") -> None:
     """A local model directory must exist and hold ``marker``. A value that cannot be a local path
-    (``org/name``) is left to transformers as a hub id; its load error is caught where it loads."""
+    (``name``, ``org/name``) is left to transformers as a hub id; its load error is caught where
+    it loads."""
     path = Path(value).expanduser()
     if path.is_dir():
         if marker and not (path / marker).is_file():
             raise UsageError(f"{flag} {value}: no {marker} in it; give a Hugging Face model directory")
         return
-    if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") != 1:
+    if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") > 1:
         raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({marker} inside)")
 
 

@@ -52,7 +52,8 @@ def one_line(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] != "value_error":
-            message += f" (got {error['input']!r})"
+            got = repr(error["input"])
+            message += f" (got {got if len(got) <= 80 else got[:77] + '...'})"
         parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts)
 

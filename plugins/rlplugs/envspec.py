@@ -13,7 +13,8 @@ Two ways to score:
   (``Sample.episode``).
 
 ``preflight()`` computes every reward component on real samples the environment supplies and
-fails naming each component that cannot compute, so a reward that never computes stops a run
+fails naming each component that cannot compute (and the env option that switches it off, where
+the env declares one in ``component_switches``), so a reward that never computes stops a run
 before step 0 instead of training on a constant.
 """
 
