@@ -98,21 +98,12 @@ class MatrlConfig(StrictConfig):
                              "`python -m matrl.build_reference`, or leave it out for the shipped approximate hull")
         return value
 
-    @field_validator("prompt_csv")
+    @field_validator("prompt_csv", "reference_csvs")
     @classmethod
-    def _prompt_csv(cls, value):
+    def _mp20_csvs(cls, value):
         from matrl.tasks import check_mp20_csv
 
-        if value is not None:
-            check_mp20_csv(value)
-        return value
-
-    @field_validator("reference_csvs")
-    @classmethod
-    def _reference_csvs(cls, value):
-        from matrl.tasks import check_mp20_csv
-
-        for path in value:
+        for path in [value] if isinstance(value, str) else value or []:
             check_mp20_csv(path)
         return value
 
