@@ -51,6 +51,8 @@ def test_switching_a_judge_off_takes_its_tasks_and_reward_out():
     spec = get_environment("matrl", {"elastic_judge": "false", "eval_rows": 40})
     assert "bulk_modulus_target" not in spec.weights and "band_gap_target" in spec.weights
     assert {r["task"] for r in spec.dataset("validation")} == set(DEFAULT_TASK_MIX) - {"bulk_modulus"}
+    every_field = {**MatrlConfig().model_dump(), "elastic_judge": False}  # as the verifiers taskset passes them
+    assert "bulk_modulus" not in MatrlConfig(**every_field).task_mix
     with pytest.raises(ValueError, match="task_mix asks for band_gap tasks but band_gap_model is null"):
         MatrlConfig(band_gap_model=None, task_mix={"band_gap": 0.5, "formula": 0.5})
 

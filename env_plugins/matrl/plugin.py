@@ -54,15 +54,19 @@ class MatrlConfig(StrictConfig):
     @classmethod
     def _no_tasks_for_judges_switched_off(cls, data):
         """A judge switched off takes its task kind out of the default mix (the other shares grow
-        in proportion); a mix given explicitly must not ask for that kind."""
+        in proportion); a mix of the user's own must not ask for that kind. (Adapters that pass
+        every field, as the verifiers taskset config does, pass the default mix explicitly.)"""
         if not isinstance(data, dict):
             return data
         off = [kind for kind, (option, value, _) in JUDGE_SWITCHES.items()
                if option in data and _as_field(cls, option, data[option]) == value]
         if not off:
             return data
-        if "task_mix" in data:
-            asked = [k for k in off if data["task_mix"].get(k, 0) > 0]
+        mix = data.get("task_mix", _default_mix())
+        if not isinstance(mix, dict):
+            return data  # the field's own validation reports it
+        if mix != _default_mix():
+            asked = [k for k in off if mix.get(k, 0) > 0]
             if asked:
                 option, value, _ = JUDGE_SWITCHES[asked[0]]
                 raise ValueError(f"task_mix asks for {asked[0]} tasks but {option} is {json.dumps(value)} (that judge "
