@@ -1,7 +1,6 @@
 """Play matrl episodes with the scripted reference policy and print every reward component.
 
-    python examples/matrl_scripted_episodes.py --band_gap_model /path/to/MEGNet-MP-2019.4.1-BandGap-mfi \
-        --reference_csv /path/to/mp_20/test.csv --rows 4 --rollouts 2
+    python examples/matrl_scripted_episodes.py --reference_csv /path/to/mp_20/test.csv --rows 4 --rollouts 2
 
 Shows the whole loop a trainer runs, without a model: dataset rows -> episodes (tool calls,
 CHGNet relaxations) -> per-episode and group reward components, with unscored terms and reasons.
@@ -18,14 +17,16 @@ from rlplugs.rewards import Sample
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--band_gap_model", help="MatGL-format MEGNet folder (model.json + state.pt)")
+    parser.add_argument("--band_gap_model", help="MatGL-format MEGNet folder (default: the shipped weights)")
     parser.add_argument("--reference_csv", help="MP-20-style CSV used as the novelty reference")
     parser.add_argument("--judge_url", help="a running `rlplugs matrl serve-judges`")
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--rollouts", type=int, default=2)
     args = parser.parse_args()
 
-    options = {"eval_rows": args.rows, "band_gap_model": args.band_gap_model, "judge_url": args.judge_url}
+    options = {"eval_rows": args.rows, "judge_url": args.judge_url}
+    if args.band_gap_model:
+        options["band_gap_model"] = args.band_gap_model
     if args.reference_csv:
         options["reference_csvs"] = [args.reference_csv]
     spec = get_environment("matrl", options)

@@ -14,6 +14,31 @@ from pathlib import Path
 import pytest
 
 PLUGINS_SITE = Path(__file__).parent / "plugins_site"
+REPO = Path(__file__).resolve().parent.parent
+#: Data folders that exist on the development machines but not on a user's clone or in CI: a test
+#: (or the code it runs) that opens a path under one of them fails, so nothing comes to depend on
+#: them (the data the tests need ships in the packages, e.g. ``matrl/data``).
+OFF_LIMITS = tuple(str(p) + os.sep for p in {Path("/work/shared"), REPO.parent / "shared"})
+_OFF_LIMITS_OPENED: list[str] = []
+
+
+def _refuse_off_limits(event: str, args: tuple) -> None:
+    if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.path.abspath(os.fsdecode(args[0]))
+        if (path + os.sep).startswith(OFF_LIMITS):
+            _OFF_LIMITS_OPENED.append(path)
+            raise PermissionError(f"tests may not read {path}: it does not exist on a user's machine or in CI")
+
+
+sys.addaudithook(_refuse_off_limits)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_read_off_limits():
+    """Fails a test that read under OFF_LIMITS even where the code caught the PermissionError."""
+    start = len(_OFF_LIMITS_OPENED)
+    yield
+    assert _OFF_LIMITS_OPENED[start:] == [], f"read outside the repository: {_OFF_LIMITS_OPENED[start:]}"
 if str(PLUGINS_SITE) not in sys.path:
     sys.path.insert(0, str(PLUGINS_SITE))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,16 +1,16 @@
 """The band-gap judge: our MEGNet rebuild reproduces MatGL's reference predictions from the
-unchanged BSD-3 weights in /work/shared/data (values from upstream's example notebook, as recorded
-in the data README)."""
+unchanged BSD-3 weights that ship in ``matrl/data`` (values from upstream's example notebook, as
+recorded in ``matrl/data/README.md``)."""
 
 from pathlib import Path
 
 import pytest
 from pymatgen.core import Lattice, Structure
 
+from matrl.datafiles import MEGNET_BANDGAP as MEGNET
 from matrl.judges import JudgeUnavailable, MEGNetBandGapJudge, SwitchedOff
 from matrl.megnet import MEGNetPredictor
 
-MEGNET = Path("/work/shared/data/megnet-bandgap/MEGNet-MP-2019.4.1-BandGap-mfi")
 CSCL = Structure(Lattice.cubic(4.1437), ["Cs", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
 REFERENCE = {"pbe": 4.825, "gllb-sc": 8.323, "hse": 6.317, "scan": 5.965}
 

@@ -1,12 +1,13 @@
 """Scripted episodes with known good and known bad structures give the expected per-component
 rewards; malformed input gets actionable tool messages; limits hold. Real CHGNet, real MEGNet,
-real MP-20 rows from /work/shared/data as the novelty reference."""
+real MP-20 rows (shipped in ``matrl/data``) as the novelty reference."""
 
 import json
 
 import pytest
 from pymatgen.core import Lattice, Structure
 
+from matrl.datafiles import MEGNET_BANDGAP, MP20_SUBSET
 from matrl.episode import MatrlEpisode
 from matrl.plugin import MatrlConfig, build_env
 from matrl.policy import ReplayPolicy
@@ -16,8 +17,8 @@ from matrl.toolcalls import format_call
 from rlplugs.episode import Episode, play
 from rlplugs.rewards import Sample, run_sync, score_components
 
-MP20_TEST = "/work/shared/data/mp20-subset/test.csv"
-MEGNET = "/work/shared/data/megnet-bandgap/MEGNet-MP-2019.4.1-BandGap-mfi"
+MP20_TEST = str(MP20_SUBSET["test"])
+MEGNET = str(MEGNET_BANDGAP)
 NACL = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.69), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]]).get_primitive_structure()
 MGO = Structure.from_spacegroup("Fm-3m", Lattice.cubic(4.25), ["Mg", "O"], [[0, 0, 0], [0.5, 0.5, 0.5]]).get_primitive_structure()
 

@@ -1,10 +1,17 @@
 """Judges as services: retries and unscored accounting under injected faults, preflight that runs
-real judges and fails loudly when one is off, and energies that refuse to mix scales."""
+real judges as shipped and fails naming the switch of a dead one, and energies that refuse to mix
+scales."""
 
+import json
+import shutil
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
+from matrl.datafiles import MEGNET_BANDGAP, MP_ELEMENTAL_REFS
 from matrl.hull import (MP2020_SCALE, HullEntry, HullReference, ScaleMismatchError, load_hull_reference,
                         load_mp_elemental_refs)
 from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge
@@ -15,8 +22,9 @@ from matrl.tasks import task_row
 from rlplugs.envspec import PreflightError
 from rlplugs.episode import play
 
-MEGNET = "/work/shared/data/megnet-bandgap/MEGNet-MP-2019.4.1-BandGap-mfi"
-MP_ELEMENTS = "/work/shared/data/mp-elemental-refs/2023-02-07-mp-elemental-reference-entries.json.gz"
+MEGNET = str(MEGNET_BANDGAP)
+MP_ELEMENTS = MP_ELEMENTAL_REFS
+RLPLUGS = shutil.which("rlplugs") or str(Path(sys.executable).with_name("rlplugs"))
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -51,15 +59,36 @@ def test_ten_percent_transient_faults_lose_no_episode(flaky_service):
             assert score.scored or score.reason
 
 
-def test_preflight_runs_real_relaxation_band_gap_and_eos():
-    report = build_env(MatrlConfig(band_gap_model=MEGNET, relax_steps=6)).preflight()
+def test_preflight_as_shipped_runs_real_relaxation_band_gap_and_eos():
+    """`rlplugs preflight --env matrl` with the default judges and data: the band-gap judge is on
+    with the weights inside the package (the relaxations are shortened to keep the test lean)."""
+    proc = subprocess.run([RLPLUGS, "preflight", "--env", "matrl", "--env_args", '{"relax_steps": 6}', "--json"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
     for name in ("valid", "stable", "sun_marginal", "band_gap_target", "bulk_modulus_target", "group_diversity"):
         assert report[name]["scored"] >= 1, (name, report[name])
 
 
-def test_preflight_fails_loudly_when_a_judge_is_switched_off():
-    with pytest.raises(PreflightError, match="band_gap_target.*switched off"):
-        build_env(MatrlConfig(band_gap_model=None, relax_steps=6)).preflight()
+@pytest.fixture(scope="module")
+def service_without_band_gap_or_elastic():
+    service = JudgeService(CHGNetJudge(steps=6)).start()
+    yield service
+    service.stop()
+
+
+def test_dead_judges_fail_preflight_naming_the_options_that_switch_them_off(service_without_band_gap_or_elastic):
+    url = service_without_band_gap_or_elastic.url
+    with pytest.raises(PreflightError) as caught:
+        build_env(MatrlConfig(judge_url=url)).preflight()
+    message = str(caught.value)
+    assert "'band_gap_target'" in message and "'bulk_modulus_target'" in message
+    assert """switch it off with --env_args '{"band_gap_model": null}' (YAML: env_args: {band_gap_model: null})""" in message
+    assert """--env_args '{"elastic_judge": false}'""" in message
+    # following the message: both judges off, their components and tasks leave, the rest computes
+    report = build_env(MatrlConfig(judge_url=url, band_gap_model=None, elastic_judge=False)).preflight()
+    assert "band_gap_target" not in report and "bulk_modulus_target" not in report
+    assert report["stable"]["scored"] == report["stable"]["of"] == 2
 
 
 def test_energies_on_different_scales_refuse_to_mix():

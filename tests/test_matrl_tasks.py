@@ -2,15 +2,13 @@
 
 import json
 from collections import Counter
-from pathlib import Path
-
 import pytest
 
+from matrl.datafiles import MP20_SUBSET
 from matrl.plugin import MatrlConfig
 from matrl.tasks import DEFAULT_TASK_MIX, build_rows, builtin_conditions, load_mp20_csv, mp20_conditions
 from rlplugs.registry import UnknownOptionError, get_environment
 
-MP20 = Path("/work/shared/data/mp20-subset")
 
 
 def test_rows_follow_the_task_mix():
@@ -28,7 +26,7 @@ def test_splits_hold_disjoint_conditions():
 
 
 def test_mp20_csv_loads_structures_and_conditions():
-    rows = load_mp20_csv(MP20 / "test.csv", max_atoms=20)
+    rows = load_mp20_csv(MP20_SUBSET["test"], max_atoms=20)
     assert len(rows) > 100 and all(len(r.structure) <= 20 for r in rows)
     assert rows[0].formula == "GaTe" and rows[0].space_group == 194
     conds = mp20_conditions(rows)
@@ -36,13 +34,27 @@ def test_mp20_csv_loads_structures_and_conditions():
 
 
 def test_env_dataset_declares_mix_and_has_eval_splits():
-    spec = get_environment("matrl", {"train_rows": 20, "eval_rows": 10, "prompt_csv": str(MP20 / "val.csv")})
+    spec = get_environment("matrl", {"train_rows": 20, "eval_rows": 10, "prompt_csv": str(MP20_SUBSET["val"])})
     assert set(spec.datasets) == {"train", "validation", "test"}
     ds = spec.dataset("validation")
     assert len(ds) == 10 and "task mix" in ds.info.description
     row = ds[0]
     assert row["prompt"][0]["role"] == "system" and "<tool_call>" in row["prompt"][0]["content"]
     assert isinstance(json.loads(row["target"]), dict)
+
+
+def test_switching_a_judge_off_takes_its_tasks_and_reward_out():
+    assert MatrlConfig().band_gap_model is not None  # on by default, with the shipped weights
+    config = MatrlConfig(band_gap_model=None)
+    assert "band_gap" not in config.task_mix and sum(config.task_mix.values()) == pytest.approx(1.0)
+    assert config.task_mix["formula"] == pytest.approx(DEFAULT_TASK_MIX["formula"] / 0.9)
+    spec = get_environment("matrl", {"elastic_judge": "false", "eval_rows": 40})
+    assert "bulk_modulus_target" not in spec.weights and "band_gap_target" in spec.weights
+    assert {r["task"] for r in spec.dataset("validation")} == set(DEFAULT_TASK_MIX) - {"bulk_modulus"}
+    every_field = {**MatrlConfig().model_dump(), "elastic_judge": False}  # as the verifiers taskset passes them
+    assert "bulk_modulus" not in MatrlConfig(**every_field).task_mix
+    with pytest.raises(ValueError, match="task_mix asks for band_gap tasks but band_gap_model is null"):
+        MatrlConfig(band_gap_model=None, task_mix={"band_gap": 0.5, "formula": 0.5})
 
 
 def test_config_rejects_typos_and_bad_mixes():

@@ -135,7 +135,7 @@ def test_guidance_registrations_build_from_strict_options(digit_prm):
         registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "beam_width": 3})
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "n": 0})
-    with pytest.raises(FileNotFoundError, match="not a directory"):
+    with pytest.raises(ValueError, match="prm: '/nonexistent/prm' is not a directory"):
         registry.get("guidance", "best-of-n").build({"prm": "/nonexistent/prm"})
 
 

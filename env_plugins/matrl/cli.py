@@ -1,6 +1,6 @@
 """``rlplugs matrl ...``: the judge service and the SUN benchmark.
 
-    rlplugs matrl serve-judges --port 8765 --device cuda --band_gap_model DIR
+    rlplugs matrl serve-judges --port 8765 --device cuda [--band_gap_model DIR]
     rlplugs matrl sun-eval --track formula --rollouts 4 --rows 32 --judge sevenn --policy reference --out runs/sun
 
 ``sun-eval`` is the generic ``rlplugs eval`` with the matrl options a SUN report needs: one track
@@ -15,6 +15,8 @@ import argparse
 import json
 import logging
 
+from matrl.datafiles import MEGNET_BANDGAP
+
 log = logging.getLogger(__name__)
 
 
@@ -28,7 +30,8 @@ def add_commands(subparsers) -> None:
     serve.add_argument("--device", default="cpu")
     serve.add_argument("--graph_workers", type=int, default=0,
                        help="processes building CHGNet graphs for batched relaxations (about 2x on an H200 with 14)")
-    serve.add_argument("--band_gap_model", help="MatGL-format MEGNet folder (model.json + state.pt)")
+    serve.add_argument("--band_gap_model", default=str(MEGNET_BANDGAP),
+                       help="MatGL-format MEGNet folder (model.json + state.pt); default: the shipped weights; '' = off")
     serve.add_argument("--batch_window_s", type=float, default=0.02, help="how long relax requests wait to share a batch")
     serve.set_defaults(func=_serve)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from pymatgen.analysis.phase_diagram import PDEntry, PhaseDiagram
 from pymatgen.core import Composition
 
+from matrl.datafiles import HULL_REFERENCE as DEFAULT_REFERENCE
 
 MP2020_SCALE = "mp2020-compatible"
-DEFAULT_REFERENCE = Path(__file__).with_name("data") / "chgnet_hull_reference.json"
 
 
 class ScaleMismatchError(ValueError):

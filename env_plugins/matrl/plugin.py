@@ -12,9 +12,10 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 import rlplugs
+from matrl.datafiles import MEGNET_BANDGAP
 from rlplugs.config import StrictConfig
 from rlplugs.envspec import EnvSpec, EvalProtocol
 from rlplugs.registry import Registration
@@ -40,13 +41,39 @@ class MatrlConfig(StrictConfig):
     device: str = "cpu"
     mlip: Literal["chgnet", "sevenn"] = Field("chgnet", description="chgnet = reward MLIP; sevenn = held-out judge")
     sevenn_model: str = "7net-0"
-    band_gap_model: str | None = Field(None, description="MatGL-format MEGNet folder (model.json + state.pt); "
-                                                         "None switches the band-gap judge off")
-    elastic_judge: bool = Field(True, description="False switches the bulk-modulus judge off")
+    band_gap_model: str | None = Field(str(MEGNET_BANDGAP), description="MatGL-format MEGNet folder (model.json + "
+                                      "state.pt); default: the shipped MatGL weights; null switches band-gap tasks "
+                                      "and rewards off")
+    elastic_judge: bool = Field(True, description="false switches bulk-modulus tasks and rewards off")
     judge_url: str | None = Field(None, description="use a running judge service (rlplugs matrl serve-judges)")
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     cache_size: int = Field(4096, description="LRU size of the relaxation and novelty caches")
     seed: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_tasks_for_judges_switched_off(cls, data):
+        """A judge switched off takes its task kind out of the default mix (the other shares grow
+        in proportion); a mix of the user's own must not ask for that kind. (Adapters that pass
+        every field, as the verifiers taskset config does, pass the default mix explicitly.)"""
+        if not isinstance(data, dict):
+            return data
+        off = [kind for kind, (option, value, _) in JUDGE_SWITCHES.items()
+               if option in data and _as_field(cls, option, data[option]) == value]
+        if not off:
+            return data
+        mix = data.get("task_mix", _default_mix())
+        if not isinstance(mix, dict):
+            return data  # the field's own validation reports it
+        if mix != _default_mix():
+            asked = [k for k in off if mix.get(k, 0) > 0]
+            if asked:
+                option, value, _ = JUDGE_SWITCHES[asked[0]]
+                raise ValueError(f"task_mix asks for {asked[0]} tasks but {option} is {json.dumps(value)} (that judge "
+                                 f"is off): set task_mix {asked[0]} to 0, or switch the judge back on")
+            return data
+        kept = {k: v for k, v in _default_mix().items() if k not in off}
+        return {**data, "task_mix": {k: v / sum(kept.values()) for k, v in kept.items()}}
 
     @field_validator("task_mix")
     @classmethod
@@ -54,6 +81,82 @@ class MatrlConfig(StrictConfig):
         from matrl.tasks import validate_mix
 
         return validate_mix(value)
+
+    @field_validator("band_gap_model")
+    @classmethod
+    def _band_gap_folder(cls, value):
+        if value is not None:
+            missing = [name for name in ("model.json", "state.pt") if not Path(value, name).is_file()]
+            if missing:
+                what = "no such folder" if not Path(value).is_dir() else f"no {' or '.join(missing)} in it"
+                raise ValueError(f"{value!r}: {what}; give a MatGL-format MEGNet folder (model.json + "
+                                 "state.pt), leave it out for the shipped weights, or set it to null to switch "
+                                 "band-gap rewards off")
+        return value
+
+    @field_validator("hull_reference")
+    @classmethod
+    def _hull_file(cls, value):
+        if value is not None and not Path(value).is_file():
+            raise ValueError(f"{value!r}: no such file; give a hull JSON written by "
+                             "`python -m matrl.build_reference`, or leave it out for the shipped approximate hull")
+        return value
+
+    @field_validator("prompt_csv", "reference_csvs")
+    @classmethod
+    def _mp20_csvs(cls, value):
+        from matrl.tasks import check_mp20_csv
+
+        for path in [value] if isinstance(value, str) else value or []:
+            check_mp20_csv(path)
+        return value
+
+    @field_validator("judge_url")
+    @classmethod
+    def _judge_service_answers(cls, value):
+        if value is not None:
+            check_judge_service(value)
+        return value
+
+
+#: Judges a config can switch off: task kind -> (option, the value that switches it off, the reward
+#: component that the judge feeds and that goes with it).
+JUDGE_SWITCHES = {"band_gap": ("band_gap_model", None, "band_gap_target"),
+                  "bulk_modulus": ("elastic_judge", False, "bulk_modulus_target")}
+
+
+def judges_off(config: MatrlConfig) -> set[str]:
+    """Task kinds whose judge the config switched off."""
+    return {kind for kind, (option, value, _) in JUDGE_SWITCHES.items() if getattr(config, option) == value}
+
+
+def check_judge_service(url: str, timeout_s: float = 5.0) -> None:
+    """Raise ``ValueError`` unless a judge service answers ``GET {url}/health``."""
+    import urllib.error
+    import urllib.request
+
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8765")
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout_s) as response:
+            health = json.loads(response.read())
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise ValueError(f"no judge service answers at {url} ({reason}); start one with "
+                         "`rlplugs matrl serve-judges --port PORT`, or leave judge_url out to run the judges in "
+                         "this process") from None
+    if not isinstance(health, dict) or "scale" not in health:
+        raise ValueError(f"the server at {url} is not a matrl judge service (its /health "
+                         "answer has no 'scale'); start one with `rlplugs matrl serve-judges`")
+
+
+def _as_field(model: type[StrictConfig], option: str, value):
+    """``value`` as the field ``option`` will hold it ("false" -> False); unchanged when invalid
+    (the field's own validation then reports it)."""
+    try:
+        return TypeAdapter(model.model_fields[option].annotation).validate_python(value)
+    except ValueError:
+        return value
 
 
 def _default_mix():
@@ -144,7 +247,8 @@ def episode_factory(config: MatrlConfig):
 
 def preflight_samples(config: MatrlConfig) -> list[Sample]:
     """Real episodes played by the reference policy: a formula task (relaxation, hull, novelty),
-    a band-gap task (real MEGNet prediction) and a bulk-modulus task (real EOS fit)."""
+    a band-gap task (real MEGNet prediction) and a bulk-modulus task (real EOS fit); no task for a
+    judge the config switched off."""
     from matrl.episode import system_prompt
     from matrl.policy import PrototypePolicy
     from matrl.tasks import task_row
@@ -153,7 +257,8 @@ def preflight_samples(config: MatrlConfig) -> list[Sample]:
     start = episode_factory(config)
     system = system_prompt(config.max_turns, config.max_evaluations, config.max_atoms)
     samples = []
-    for k, (kind, cond) in enumerate([("formula", "NaCl"), ("formula", "MgO"), ("band_gap", 3.0), ("bulk_modulus", 150.0)]):
+    tasks = [("formula", "NaCl"), ("formula", "MgO"), ("band_gap", 3.0), ("bulk_modulus", 150.0)]
+    for k, (kind, cond) in enumerate(t for t in tasks if t[0] not in judges_off(config)):
         r = task_row(kind, cond, config.max_atoms)
         row = {"prompt": [{"role": "system", "content": system}, {"role": "user", "content": r["request"]}],
                "task": kind, "target": r["target"], "task_id": f"preflight-{k}", "max_atoms": config.max_atoms}
@@ -167,6 +272,7 @@ def build_env(config: MatrlConfig) -> EnvSpec:
     from matrl.render import render_sample
     from matrl.rewards import build_components
 
+    switched_off = {JUDGE_SWITCHES[kind][2] for kind in judges_off(config)}
     return EnvSpec(
         name="matrl",
         description="Multi-turn crystal-structure design with MLIP judges (CHGNet reward, SevenNet held out), "
@@ -175,7 +281,7 @@ def build_env(config: MatrlConfig) -> EnvSpec:
                     + ". Novelty reference: " + (", ".join(config.reference_csvs) or "embedded prototypes (approximate)")
                     + ".",
         datasets={s: functools.partial(_dataset, config, s) for s in ("train", "validation", "test")},
-        components=build_components(),
+        components=[c for c in build_components() if c.name not in switched_off],
         preflight_samples=functools.partial(preflight_samples, config),
         episodes=episode_factory(config),
         eval=EvalProtocol(splits=("test",), rows=64, samples_per_row=4, temperature=1.0, enable_thinking=True,
@@ -185,6 +291,7 @@ def build_env(config: MatrlConfig) -> EnvSpec:
         model_defaults={"enable_thinking": True},
         reference_policy=PrototypePolicy(),
         render=render_sample,
+        component_switches={component: {option: value} for option, value, component in JUDGE_SWITCHES.values()},
     )
 
 

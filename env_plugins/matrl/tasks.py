@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import gzip
 import hashlib
 import random
 import warnings
@@ -55,12 +56,32 @@ class MP20Row:
     space_group: int | None
 
 
+def _open_csv(path: str | Path):
+    return (gzip.open if Path(path).suffix == ".gz" else open)(path, "rt", newline="")
+
+
+def check_mp20_csv(path: str | Path) -> None:
+    """Raise ``ValueError`` unless ``path`` is a readable CSV with a ``cif`` column (reads the
+    header only, so a config is checked before any model loads)."""
+    try:
+        with _open_csv(path) as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"{str(path)!r}: cannot read it ({reason}); give an MP-20-style CSV "
+                         "(.csv or .csv.gz with a 'cif' column)") from None
+    if "cif" not in header:
+        raise ValueError(f"{str(path)!r}: no 'cif' column (columns: {', '.join(header[:8]) or 'none'}); "
+                         "give an MP-20-style CSV (CDVAE format)")
+
+
 def load_mp20_csv(path: str | Path, max_atoms: int | None = None) -> list[MP20Row]:
-    """Rows of an MP-20-style CSV (CDVAE format); rows whose CIF does not parse are skipped."""
+    """Rows of an MP-20-style CSV (CDVAE format, plain or ``.gz``); rows whose CIF does not parse
+    are skipped."""
     from pymatgen.io.cif import CifParser
 
     rows = []
-    with open(path, newline="") as fh:
+    with _open_csv(path) as fh:
         for rec in csv.DictReader(fh):
             try:
                 with warnings.catch_warnings():

@@ -14,12 +14,16 @@ clean message with exit code 2, never as a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rlplugs.config import parse_json_options
@@ -47,15 +51,21 @@ def parse_env_args(text: str | None) -> dict[str, Any]:
 
 
 def build_env(name: str, env_args: str | None):
-    """The EnvSpec ``name`` with its options; unknown names/options become usage errors."""
-    from rlplugs.registry import get_environment
-
+    """The EnvSpec ``name`` with its options; unknown names/options, invalid values and a missing
+    extra become usage errors."""
+    registry = get_registry()
+    options = parse_env_args(env_args)
     try:
-        return get_environment(name, parse_env_args(env_args))
-    except (UnknownPluginError, UnknownOptionError) as exc:
+        registration = registry.get("environment", name)
+    except UnknownPluginError as exc:
         raise UsageError(str(exc)) from exc
-    except ValueError as exc:  # invalid option values (pydantic)
+    try:
+        return registration.build(options)
+    except ValueError as exc:  # unknown options (UnknownOptionError) and invalid values
         raise UsageError(str(exc)) from exc
+    except ModuleNotFoundError as exc:
+        hint = registry.install_hint(registration.plugin, exc) or "; install it"
+        raise UsageError(f"env '{name}' needs a module that is not installed ({exc}){hint}") from exc
 
 
 # --- list -----------------------------------------------------------------------------------
@@ -94,7 +104,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for column in ("plugin", "target", "error"):
             table.add_column(column)
         for b in registry.broken:
-            table.add_row(b.name, b.target, b.error)
+            table.add_row(b.name, b.target, escape(b.error))  # '[matrl]' in an install hint is not markup
         console.print(table)
     return 0
 
@@ -107,9 +117,10 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
     spec = build_env(args.env, args.env_args)
     try:
-        report = spec.preflight()
+        with contextlib.redirect_stdout(sys.stderr):  # what judges print (CHGNet does) must not break --json
+            report = spec.preflight()
     except PreflightError as exc:
-        _console(err=True).print(f"[red]preflight failed:[/red] {exc}")
+        _console(err=True).print(f"[red]preflight failed:[/red] {escape(str(exc))}")
         return 1
     if args.json:
         _console().print_json(json.dumps(report))
@@ -157,19 +168,59 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="report directory")
 
 
+def check_model_dir(value: str, flag: str, marker: str = "config.json") -> None:
+    """A local model directory must exist and hold ``marker``. A value that cannot be a local path
+    (``name``, ``org/name``) is left to transformers as a hub id; its load error is caught where
+    it loads."""
+    path = Path(value).expanduser()
+    if path.is_dir():
+        if marker and not (path / marker).is_file():
+            raise UsageError(f"{flag} {value}: no {marker} in it; give a Hugging Face model directory")
+        return
+    if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") > 1:
+        raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({marker} inside)")
+
+
+def writable_dir(value: str, flag: str) -> Path:
+    """``value`` as a directory this process can write into (created if missing), checked before
+    any work whose results would go there."""
+    out = Path(value)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{flag} {value} is an existing file; give a directory (it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag} {value}: cannot write there ({exc.strerror or exc}); give a writable directory") from None
+    return out
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
 
     spec = build_env(args.env, args.env_args)
-    protocol = protocol_overrides(
-        spec.eval,
-        rows=args.rows,
-        samples_per_row=args.samples,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens,
-        enable_thinking=args.enable_thinking,
-    )
+    try:
+        protocol = protocol_overrides(
+            spec.eval,
+            rows=args.rows,
+            samples_per_row=args.samples,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            enable_thinking=args.enable_thinking,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    splits = [args.split] if args.split else list(protocol.splits)
+    for split in splits:
+        if split not in spec.datasets:
+            raise UsageError(f"env '{spec.name}' has no split '{split}'; splits: {', '.join(spec.datasets)}")
+    if args.model:
+        check_model_dir(args.model, "--model")
+    if args.tokenizer:
+        check_model_dir(args.tokenizer, "--tokenizer", marker="")
+    out_dir = writable_dir(args.out, "--out")
     guidance = None
     if args.guidance and not spec.multi_turn:
         raise UsageError(f"--guidance plays multi-turn episodes; env '{spec.name}' is single-turn")
@@ -186,23 +237,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         from rlplugs.policies import HFPolicy
 
-        policy = HFPolicy(
-            args.model,
-            args.tokenizer,
-            temperature=protocol.temperature,
-            top_p=protocol.top_p,
-            max_new_tokens=protocol.max_new_tokens,
-            enable_thinking=protocol.enable_thinking,
-            seed=args.seed,
-            batch_size=args.batch_size,
-        )
+        try:
+            policy = HFPolicy(
+                args.model,
+                args.tokenizer,
+                temperature=protocol.temperature,
+                top_p=protocol.top_p,
+                max_new_tokens=protocol.max_new_tokens,
+                enable_thinking=protocol.enable_thinking,
+                seed=args.seed,
+                batch_size=args.batch_size,
+            )
+        except (OSError, ValueError) as exc:  # e.g. a hub id that is neither cached nor reachable
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"--model {args.model}: cannot load it ({first})") from exc
         policy_name = args.model
-    splits = [args.split] if args.split else list(protocol.splits)
-    for split in splits:
-        if split not in spec.datasets:
-            raise UsageError(f"env '{spec.name}' has no split '{split}'; splits: {', '.join(spec.datasets)}")
     report, out = evaluate_to_dir(
-        spec, splits, policy, args.out, protocol=protocol, policy_name=policy_name, guidance=guidance,
+        spec, splits, policy, out_dir, protocol=protocol, policy_name=policy_name, guidance=guidance,
         guidance_name=args.guidance, render=args.render, progress=True,
     )
     console = _console()
@@ -273,10 +324,10 @@ def main(argv: list[str] | None = None) -> int:
             return USAGE_ERROR
         return int(args.func(args) or 0)
     except UsageError as exc:
-        _console(err=True).print(f"[red]error:[/red] {exc}")
+        _console(err=True).print(f"[red]error:[/red] {escape(str(exc))}")
         return USAGE_ERROR
     except UnknownPluginError as exc:  # raised by plugin commands looking things up
-        _console(err=True).print(f"[red]error:[/red] {exc}")
+        _console(err=True).print(f"[red]error:[/red] {escape(str(exc))}")
         return USAGE_ERROR
 
 

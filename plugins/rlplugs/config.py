@@ -41,7 +41,21 @@ def validate_options(model: type[M], options: dict[str, Any], owner: str = "") -
         return model(**options)
     except ValidationError as exc:
         where = f"'{owner}' " if owner else ""
-        raise ValueError(f"invalid {where}options: {exc}") from exc
+        raise ValueError(f"invalid {where}options: {one_line(exc)}") from exc
+
+
+def one_line(exc: ValidationError) -> str:
+    """pydantic's multi-line report as one line a user can act on: ``key: what is wrong`` per error
+    (the value is shown where the message does not already say what was wrong with it)."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] != "value_error":
+            got = repr(error["input"])
+            message += f" (got {got if len(got) <= 80 else got[:77] + '...'})"
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
 
 
 def parse_json_options(value: str | dict[str, Any] | None, flag: str) -> dict[str, Any] | None:

@@ -13,12 +13,14 @@ Two ways to score:
   (``Sample.episode``).
 
 ``preflight()`` computes every reward component on real samples the environment supplies and
-fails naming each component that cannot compute, so a reward that never computes stops a run
+fails naming each component that cannot compute (and the env option that switches it off, where
+the env declares one in ``component_switches``), so a reward that never computes stops a run
 before step 0 instead of training on a constant.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,12 +38,12 @@ class EvalProtocol(StrictConfig):
     """How an environment is evaluated (the model card's protocol)."""
 
     splits: tuple[str, ...] = ("validation",)
-    rows: int = Field(16, description="rows per split")
-    samples_per_row: int = 4
-    temperature: float = 0.6
-    top_p: float = 1.0
+    rows: int = Field(16, ge=1, description="rows per split")
+    samples_per_row: int = Field(4, ge=1)
+    temperature: float = Field(0.6, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
     enable_thinking: bool = False
-    max_new_tokens: int = 1024
+    max_new_tokens: int = Field(1024, ge=1)
     report_by: tuple[str, ...] = Field((), description="row columns to break results down by (e.g. family)")
     success_component: str | None = Field(None, description="component whose mean is the headline success rate")
 
@@ -67,6 +69,8 @@ class EnvSpec:
     sft_datasets: dict[str, Callable[[], Any]] = field(default_factory=dict)
     reference_policy: Policy | None = None
     render: Callable[[Sample, Any], list[Any]] | None = None  # (sample, out_dir) -> written files
+    #: component name -> the env options (name: value) that switch it off, for preflight's message
+    component_switches: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.components]
@@ -131,7 +135,7 @@ class EnvSpec:
             raise PreflightError(f"env '{self.name}' supplied no preflight samples")
         results = self.score(samples)
         report: dict[str, Any] = {}
-        dead = []
+        dead, remedies = [], []
         for c in self.components:
             got = [r.get(c.name) for r in results]
             scored = [s.value for s in got if s is not None and s.scored]
@@ -139,10 +143,21 @@ class EnvSpec:
             report[c.name] = {"scored": len(scored), "of": len(samples), "values": scored, "reasons": reasons}
             if not scored:
                 dead.append(f"'{c.name}' ({'; '.join(reasons) or 'no value'})")
+                remedies.append(self._remedy(c.name))
         if dead:
             raise PreflightError(
                 f"env '{self.name}': reward component{'s' if len(dead) > 1 else ''} {', '.join(dead)} "
                 f"could not compute on any of {len(samples)} real samples. Training would optimise a constant; "
-                "fix the component (or remove it) before step 0."
+                f"before step 0, {'; '.join(remedies)}."
             )
         return report
+
+    def _remedy(self, component: str) -> str:
+        """What a user does about a dead component: the env options that switch it off, if any."""
+        switch = self.component_switches.get(component)
+        if not switch:
+            return (f"fix '{component}' (it has no switch; a component added with extra_rewards is switched off "
+                    "by leaving it out)")
+        as_json = json.dumps(switch)
+        as_yaml = ", ".join(f"{k}: {json.dumps(v)}" for k, v in switch.items())
+        return f"fix '{component}' or switch it off with --env_args '{as_json}' (YAML: env_args: {{{as_yaml}}})"

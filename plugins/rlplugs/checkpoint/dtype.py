@@ -221,6 +221,9 @@ def fix_dtype(directory: str | os.PathLike[str], dtype: str = "bfloat16") -> Dty
             config = json.loads(config_path.read_text())
         except json.JSONDecodeError as exc:
             raise CheckpointError(f"{config_path}: not valid JSON ({exc})") from exc
+        if not isinstance(config, dict):
+            raise CheckpointError(f"{config_path}: a model config is a JSON object, this file holds a "
+                                  f"{type(config).__name__}; restore the checkpoint's config.json")
 
     report = DtypeFixReport(directory, dtype)
     code = _SAFETENSORS_CODE[dtype]

@@ -58,7 +58,11 @@ def strip_optimizer(checkpoint: str | os.PathLike[str], out: str | os.PathLike[s
     if out.exists():
         raise ResumeError(f"{out} already exists; remove it or pass another output folder")
     dropped = sorted(p.name for p in checkpoint.iterdir() if _is_optimizer_state(p.name))
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as exc:
+        raise ResumeError(f"cannot write {out} ({exc.strerror or exc} in {out.parent}); pass --out in a writable "
+                          "folder") from None
     try:
         for src in checkpoint.iterdir():
             if src.name in dropped:

@@ -49,7 +49,16 @@ class SegmentLog:
 
     def __init__(self, run_dir: str | os.PathLike[str]):
         self.path = Path(run_dir) / SEGMENTS_FILE
-        self.segments = [Segment(**s) for s in json.loads(self.path.read_text())] if self.path.exists() else []
+        self.segments = self._read() if self.path.exists() else []
+
+    def _read(self) -> list[Segment]:
+        try:
+            records = json.loads(self.path.read_text())
+            if not isinstance(records, list):
+                raise TypeError(f"a list of segments, not a {type(records).__name__}")
+            return [Segment(**r) for r in records]
+        except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError; wrong keys a TypeError
+            raise ValueError(f"{self.path}: not a segments file ({exc}); move it away to start a new chain") from None
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,6 +69,8 @@ class SegmentLog:
 
     def begin(self, start_step: int, optimizer_carried: bool | None, resumed_from: str | None = None) -> Segment:
         """Open a segment; an open predecessor is closed as interrupted at its last reported step."""
+        if start_step < 0:
+            raise ValueError(f"a segment cannot begin at step {start_step}; steps count from 0")
         if self.segments and self.segments[-1].open:
             prev = self.segments[-1]
             prev.end_step = prev.last_step if prev.last_step is not None else prev.start_step
@@ -78,6 +89,8 @@ class SegmentLog:
         if not self.segments or not self.segments[-1].open:
             raise ValueError(f"{self.path}: no open segment to end")
         seg = self.segments[-1]
+        if end_step < seg.start_step:
+            raise ValueError(f"the open segment began at step {seg.start_step}; it cannot end at step {end_step}")
         seg.end_step = seg.last_step = end_step
         seg.end_reason = reason
         seg.ended_at = time.time()

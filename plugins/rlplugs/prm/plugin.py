@@ -11,9 +11,10 @@ import argparse
 import dataclasses
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 import rlplugs
 from rlplugs.config import StrictConfig
@@ -31,6 +32,17 @@ class BestOfNConfig(StrictConfig):
     device: str = Field("auto", description="PRM device: auto (cuda if available), cpu, cuda, cuda:1, ...")
     max_length: int = Field(2048, ge=16, description="tokens of context the PRM reads (from the end)")
     batch_size: int = Field(16, ge=1, description="PRM scoring batch size")
+
+    @field_validator("prm")
+    @classmethod
+    def _prm_checkpoint(cls, value: str) -> str:
+        """Checked when the options are, so a wrong path fails before any model loads."""
+        if not Path(value).is_dir():
+            raise ValueError(f"{value!r} is not a directory; give a PRM checkpoint directory (from `rlplugs prm train`)")
+        if not any(Path(value, name).is_file() for name in ("config.json", "adapter_config.json")):
+            raise ValueError(f"{value!r} has no config.json or adapter_config.json; give a PRM checkpoint directory "
+                             "(from `rlplugs prm train`)")
+        return value
 
 
 class BeamConfig(BestOfNConfig):
@@ -87,8 +99,6 @@ def _add_dataclass_arguments(parser: argparse.ArgumentParser, config_cls: type) 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rlplugs.cli import UsageError
     from rlplugs.prm.labels import load_rows
     from rlplugs.prm.train import PRMTrainConfig, train_prm

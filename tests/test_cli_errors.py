@@ -1,0 +1,187 @@
+"""Bad input on the ``rlplugs`` commands a user types: exit code 2, one line that names the problem
+and says what to do, no traceback, and (for the expensive commands) nothing computed first.
+
+The console script runs in a subprocess, as a user runs it, where a case needs a fresh process
+(the matrl options, plugin metadata) or shows the whole path (``eval --out``); the other cases call
+``rlplugs.cli.main`` in this process, because every ``rlplugs ckpt``/``eval`` process spends 10-25 s
+importing torch and transformers on a loaded 2-core machine (an exception there fails the test)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlplugs import cli
+
+RLPLUGS = shutil.which("rlplugs") or str(Path(sys.executable).with_name("rlplugs"))
+
+
+def run(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([RLPLUGS, *args], env=env, capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def assert_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """Exit 2, no traceback, and exactly one message line (log records aside) holding ``needles``."""
+    return _one_line(proc.returncode, proc.stdout, proc.stderr, needles)
+
+
+def main_usage_error(capsys, *args: str, needles: tuple[str, ...]) -> str:
+    """``rlplugs ARGS`` in this process: the same checks as :func:`assert_usage_error`."""
+    capsys.readouterr()
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return _one_line(code, out.out, out.err, needles)
+
+
+def _one_line(code: int, stdout: str, stderr: str, needles: tuple[str, ...]) -> str:
+    assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
+    assert code == 2, (stdout + stderr)[-3000:]
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith(("WARNING ", "INFO "))]
+    assert len(lines) == 1, lines
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+# --- rlplugs eval -----------------------------------------------------------------------------
+
+
+def test_eval_model_path_that_does_not_exist(capsys, tmp_path):
+    main_usage_error(capsys, "eval", "--env", "letters-test", "--model", "/nonexistent", "--out", str(tmp_path / "r"),
+                     needles=("--model /nonexistent: no such directory",))
+    assert not (tmp_path / "r").exists()  # refused before the report folder was made
+
+
+def test_eval_out_that_is_an_existing_file_is_refused_before_evaluating(plugin_env, tmp_path):
+    existing = tmp_path / "report.md"
+    existing.write_text("keep me")
+    proc = run(plugin_env, "eval", "--env", "count-test", "--policy", "reference", "--out", str(existing))
+    assert_usage_error(proc, f"--out {existing} is an existing file")
+    assert existing.read_text() == "keep me"
+
+
+def test_eval_out_that_cannot_be_written(capsys):
+    main_usage_error(capsys, "eval", "--env", "count-test", "--policy", "reference", "--out", "/proc/rlplugs-report",
+                     needles=("--out /proc/rlplugs-report: cannot write there",))
+
+
+def test_eval_prm_that_does_not_exist(capsys, tiny_qwen35, tmp_path):
+    main_usage_error(capsys, "eval", "--env", "count-test", "--model", str(tiny_qwen35), "--guidance", "best-of-n",
+                     "--prm", "/nonexistent/prm", "--out", str(tmp_path),
+                     needles=("prm: '/nonexistent/prm' is not a directory", "rlplugs prm train"))
+
+
+def test_eval_rows_zero_is_refused(capsys, tmp_path):
+    main_usage_error(capsys, "eval", "--env", "count-test", "--policy", "reference", "--rows", "0", "--out", str(tmp_path),
+                     needles=("rows: Input should be greater than or equal to 1",))
+    assert not (tmp_path / "report.json").exists()
+
+
+# --- rlplugs preflight --env matrl: file and service options are checked before any model loads --
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("band_gap_model", "/nonexistent/megnet", "band_gap_model: '/nonexistent/megnet': no such folder"),
+        ("hull_reference", "/nonexistent/hull.json", "hull_reference: '/nonexistent/hull.json': no such file"),
+        ("reference_csvs", ["/nonexistent/mp_20/train.csv"], "reference_csvs: '/nonexistent/mp_20/train.csv': cannot read"),
+        ("prompt_csv", "/nonexistent/mp_20/train.csv", "prompt_csv: '/nonexistent/mp_20/train.csv': cannot read"),
+        ("judge_url", "http://127.0.0.1:9", "judge_url: no judge service answers at http://127.0.0.1:9"),
+    ],
+)
+def test_matrl_preflight_refuses_a_missing_file_or_service_at_once(option, value, message):
+    proc = run(None, "preflight", "--env", "matrl", "--env_args", json.dumps({option: value}))
+    line = assert_usage_error(proc, "invalid 'matrl' options", message)
+    assert "give" in line or "start" in line  # and says what to do
+
+
+def test_matrl_prompt_csv_without_a_cif_column(tmp_path):
+    csv = tmp_path / "formulas.csv"
+    csv.write_text("material_id,pretty_formula\nmp-1,NaCl\n")
+    proc = run(None, "preflight", "--env", "matrl", "--env_args", json.dumps({"prompt_csv": str(csv)}))
+    assert_usage_error(proc, "prompt_csv:", "no 'cif' column (columns: material_id, pretty_formula)")
+
+
+# --- rlplugs ckpt -----------------------------------------------------------------------------
+
+
+def test_ckpt_strip_optimizer_to_a_folder_that_cannot_be_written(capsys, tmp_path):
+    checkpoint = tmp_path / "checkpoint-5"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text("{}")
+    main_usage_error(capsys, "ckpt", "strip-optimizer", str(checkpoint), "--out", "/proc/x",
+                     needles=("cannot write /proc/x", "pass --out in a writable folder"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-5"]
+
+
+def test_ckpt_segments_on_a_corrupt_segments_file(capsys, tmp_path):
+    (tmp_path / "rlplugs_segments.json").write_text('[{"start_step": 0, "optimizer_carr')
+    main_usage_error(capsys, "ckpt", "segments", str(tmp_path),
+                     needles=("rlplugs_segments.json: not a segments file", "move it away"))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--begin", "-3"], "cannot begin at step -3"),
+     (["--end", "3", "--begin", "5"], "--begin 5 is after --end 3")],
+)
+def test_ckpt_segments_refuses_impossible_steps(capsys, tmp_path, args, message):
+    assert cli.main(["ckpt", "segments", str(tmp_path), "--begin", "0"]) == 0  # one open segment
+    before = (tmp_path / "rlplugs_segments.json").read_text()
+    main_usage_error(capsys, "ckpt", "segments", str(tmp_path), *args, needles=(message,))
+    assert (tmp_path / "rlplugs_segments.json").read_text() == before
+
+
+def test_ckpt_fix_dtype_on_a_config_that_is_a_list(capsys, tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2, dtype=torch.float32)}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text("[]")
+    main_usage_error(capsys, "ckpt", "fix-dtype", str(tmp_path),
+                     needles=("config.json: a model config is a JSON object, this file holds a list",))
+    assert (tmp_path / "config.json").read_text() == "[]"
+
+
+# --- rlplugs list -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def extra_plugin_env(plugin_env, tmp_path) -> dict[str, str]:
+    """An installed-looking distribution whose plugins need a module from one of its extras: one
+    imports it when it loads, one registers an env that imports it when it is built."""
+    (tmp_path / "extra_needing_plugin.py").write_text("import rlplugs_absent_module  # noqa: F401\n")
+    (tmp_path / "extra_env_plugin.py").write_text(
+        "import rlplugs\nfrom rlplugs.registry import Registration\n\n"
+        "def build(options=None):\n    import rlplugs_absent_module  # noqa: F401\n\n"
+        "@rlplugs.hookimpl\ndef rlplugs_register_environments():\n    return [Registration('extra-env', build)]\n"
+    )
+    info = tmp_path / "rlplugs_extra_test-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: rlplugs-extra-test\nVersion: 0.1\nProvides-Extra: fancy\n"
+        'Requires-Dist: rlplugs-absent-module>=1; extra == "fancy"\n'
+    )
+    (info / "entry_points.txt").write_text("[rlplugs]\nextra-test = extra_needing_plugin\nextra-env = extra_env_plugin\n")
+    return {**plugin_env, "PYTHONPATH": f"{tmp_path}:{plugin_env['PYTHONPATH']}", "COLUMNS": "400"}  # no wrapping
+
+
+def test_list_names_the_extra_that_installs_a_missing_module(extra_plugin_env):
+    proc = run(extra_plugin_env, "list")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.count("│") == 4}
+    assert ("ModuleNotFoundError: No module named 'rlplugs_absent_module'; install it with: "
+            'pip install "rlplugs-extra-test[fancy]"') in rows["extra-test"]
+    assert "pip install" not in rows["broken-test"]  # an error that no extra fixes gets no hint
+
+
+def test_env_that_needs_a_missing_extra_says_which(extra_plugin_env):
+    proc = run(extra_plugin_env, "preflight", "--env", "extra-env")
+    assert_usage_error(proc, "env 'extra-env' needs a module that is not installed",
+                       'install it with: pip install "rlplugs-extra-test[fancy]"')
