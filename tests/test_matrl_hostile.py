@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from pymatgen.core import Lattice, Structure
 
 from matrl.plugin import MatrlConfig, build_env
 from matrl.tasks import task_row
 from matrl.toolcalls import format_call
+from matrl.validity import check_validity
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.timeout(120)]
 
@@ -138,3 +140,13 @@ def test_hostile_reply_gets_a_message_and_never_raises(spec, row, reply, phrase)
     assert "Traceback" not in tools[-1]
     assert phrase in tools[-1] or any(phrase in f for e in episode.evaluations for f in e.get("findings", [])) \
         or phrase in json.dumps(episode.submission or {}), tools[-1][:300]
+
+
+@pytest.mark.parametrize("species, counts, element", [(["Pm", "O"], [2, 3], "Pm"), (["Ar", "Cl"], [1, 1], "Ar"),
+                                                      (["Rn", "F"], [1, 2], "Rn")])
+def test_composition_without_smact_data_is_invalid_with_the_reason(species, counts, element):
+    sites = [s for s, n in zip(species, counts) for _ in range(n)]
+    structure = Structure(Lattice.cubic(6.0), sites, [[i / len(sites), 0.5 * (i % 2), 0] for i in range(len(sites))])
+    validity = check_validity(structure)
+    assert not validity.compositional and not validity.valid
+    assert any(element in f and "electronegativity" in f for f in validity.findings), validity.findings
