@@ -199,43 +199,31 @@ def unique_in_group(samples: Sequence[Sample]) -> list[Score]:
     return [Score(1.0 / c) if own is None else own for (_, own), c in zip(members, counts)]
 
 
-def _sun_parts(samples: Sequence[Sample]) -> list[tuple[dict[str, Score], list[Score]]]:
-    """Per sample: its episode scores and the parts SUN combines (valid, unique, novel, stable,
-    condition_met)."""
+def _sun(samples: Sequence[Sample], combine) -> list[Score]:
+    """A SUN term per sample: 0 for a missing or invalid submission, unscored when one of its parts
+    is, else ``combine(valid, unique, novel, stable, condition_met)``."""
     out = []
     for sample, unique in zip(samples, unique_in_group(samples)):
         sc = _scores(_record(sample))
-        out.append((sc, [sc["valid"], unique, sc["novel"], sc["stable"], sc["condition_met"]]))
-    return out
-
-
-def sun_marginal(samples: Sequence[Sample]) -> list[Score]:
-    out = []
-    for sc, parts in _sun_parts(samples):
+        parts = [sc["valid"], unique, sc["novel"], sc["stable"], sc["condition_met"]]
         missing = [p.reason for p in parts if not p.scored]
         if sc["valid"].value == 0:
             out.append(Score(0.0, "invalid or missing submission"))
         elif missing:
             out.append(Score(None, missing[0]))
         else:
-            valid, unique, novel, stable, condition = (p.value for p in parts)
-            out.append(Score(condition * (valid + unique + novel + stable) / 4))
+            out.append(Score(combine(*(p.value for p in parts))))
     return out
+
+
+def sun_marginal(samples: Sequence[Sample]) -> list[Score]:
+    return _sun(samples, lambda valid, unique, novel, stable, condition: condition * (valid + unique + novel + stable) / 4)
 
 
 def sun_strict(samples: Sequence[Sample]) -> list[Score]:
     """1 when the submission is valid, unique, novel, E_hull <= 0.1 (stability credit 1) and meets
     the condition."""
-    out = []
-    for sc, parts in _sun_parts(samples):
-        missing = [p.reason for p in parts if not p.scored]
-        if sc["valid"].value == 0:
-            out.append(Score(0.0, "invalid or missing submission"))
-        elif missing:
-            out.append(Score(None, missing[0]))
-        else:
-            out.append(Score(1.0 if all(p.value == 1.0 for p in parts) else 0.0))
-    return out
+    return _sun(samples, lambda *parts: float(all(p == 1.0 for p in parts)))
 
 
 def _composition_distance(a, b) -> float:
