@@ -1,8 +1,9 @@
 """Hostile model output never stops a matrl episode: every reply in the corpus below reaches the real
 episode (real parser, real cell checks, real CHGNet where a cell gets that far), ``step`` returns,
-and the model reads a tool message that says what was wrong. Each case is time-bounded, so a cell
-that would make a neighbour search or a CIF expansion run for minutes fails the test instead of
-stalling it."""
+and the model reads a tool message that says what was wrong. Each case is time-bounded (the
+thread method: a hang inside compiled code, where a signal cannot interrupt, ends the run with the
+stacks instead of stalling it). Before the cell limits, a cell with gamma = 179.9999 deg ran a
+neighbour search for over 18 minutes, and fractional coordinates of 1e12 were killed for memory."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from matrl.tasks import task_row
 from matrl.toolcalls import format_call
 from matrl.validity import check_validity
 
-pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.timeout(120, method="thread")]
 
 NACL = {"lattice": [[0, 2.82, 2.82], [2.82, 0, 2.82], [2.82, 2.82, 0]], "species": ["Na", "Cl"],
         "frac_coords": [[0, 0, 0], [0.5, 0.5, 0.5]]}
