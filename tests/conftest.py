@@ -88,9 +88,11 @@ def episode_grpo_trainer():
     return _episode_grpo_trainer
 
 
-def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max_completion_length: int, turn_tokens: int, max_steps: int):
+def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max_completion_length: int, turn_tokens: int,
+                          max_steps: int, num_generations: int = 4):
     """A real ``EnvGRPOTrainer`` on a multi-turn env through the generic episode rollout (CPU,
-    groups of 4, thinking off). Returns ``(spec, rewards, trainer)``."""
+    batches of 4 completions, ``num_generations`` per prompt, thinking off). Returns
+    ``(spec, rewards, trainer)``."""
     from trl import GRPOConfig
 
     from rlplugs.registry import get_environment
@@ -106,7 +108,7 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
         bf16=False,
         gradient_checkpointing=False,
         per_device_train_batch_size=4,
-        num_generations=4,
+        num_generations=num_generations,
         max_completion_length=max_completion_length,
         generation_kwargs={"max_new_tokens": turn_tokens},  # per turn
         chat_template_kwargs={"enable_thinking": False},

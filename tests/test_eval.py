@@ -50,6 +50,19 @@ def test_episode_that_never_ends_is_unscored_with_its_reason():
     assert "did not end within 2 turns" in next(iter(result["unscored"]["digits"]["reasons"]))
 
 
+def test_episode_stopped_by_an_error_is_unscored_in_every_component_with_its_reason():
+    spec = get_environment("count-test", {"fail_starts": [101]})  # validation rows start at 100
+    result = evaluate(spec, "validation", spec.reference_policy)
+    assert result["counts"]["unscored_samples"] == 2  # the faulty row's two samples, nothing else
+    assert result["components"] == {"digits": 1.0, "final_len": 1.0}  # means over the scored ones
+    faulty = [r for r in result["samples"] if r["group"] == 1]
+    reason = "episode stopped by an error: RuntimeError: judge crashed (simulated fault)"
+    for record in faulty:
+        assert record["scores"] == {"digits": None, "final_len": None}
+        assert record["unscored_reasons"] == {"digits": reason, "final_len": reason}
+        assert record["episode"]["stopped"] == reason
+
+
 def test_guidance_plays_each_episode():
     class FirstOfTwo:  # the simplest real guidance: sample two replies, keep the first
         def play(self, episode, policy):

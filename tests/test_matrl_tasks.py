@@ -6,7 +6,8 @@ import pytest
 
 from matrl.datafiles import MP20_SUBSET
 from matrl.plugin import MatrlConfig
-from matrl.tasks import DEFAULT_TASK_MIX, build_rows, builtin_conditions, load_mp20_csv, mp20_conditions
+from matrl.tasks import (DEFAULT_TASK_MIX, TASK_KINDS, build_rows, builtin_conditions, load_mp20_csv, split_of,
+                         mp20_conditions)
 from rlplugs.registry import UnknownOptionError, get_environment
 
 
@@ -17,12 +18,35 @@ def test_rows_follow_the_task_mix():
     assert {k: counts[k] / 1000 for k in DEFAULT_TASK_MIX} == pytest.approx(DEFAULT_TASK_MIX, abs=0.002)
 
 
-def test_splits_hold_disjoint_conditions():
-    conds = builtin_conditions()
-    seen = {}
-    for split in ("train", "validation", "test"):
-        seen[split] = {r["target"].get("formula") for r in build_rows(split, 400, {"formula": 1.0}, conds)}
+CONDITIONED = [k for k in TASK_KINDS if k != "unconditional"]
+
+
+def _conditions_by_split(conditions, kind: str, n: int = 400) -> dict[str, set[str]]:
+    return {split: {json.dumps(r["target"], sort_keys=True) for r in build_rows(split, n, {kind: 1.0}, conditions)}
+            for split in ("train", "validation", "test")}
+
+
+@pytest.mark.parametrize("kind", CONDITIONED)
+def test_splits_hold_disjoint_conditions_for_every_task_kind(kind):
+    seen = _conditions_by_split(builtin_conditions(), kind)
+    assert all(seen.values()), {split: len(v) for split, v in seen.items()}  # every split has this kind
     assert not seen["train"] & seen["validation"] and not seen["train"] & seen["test"]
+    assert not seen["validation"] & seen["test"]
+
+
+def test_unconditional_tasks_carry_no_condition_to_leak():
+    assert {json.dumps(r["target"]) for r in build_rows("validation", 50, {"unconditional": 1.0}, builtin_conditions())} == {"{}"}
+
+
+def test_kind_without_a_condition_in_a_split_is_left_out_of_it_with_a_logged_reason(caplog):
+    conditions = builtin_conditions()
+    only_train = next(g for g in conditions["space_group"] if split_of(f"space_group:{g}") == "train")
+    conditions["space_group"] = [only_train]
+    rows = build_rows("validation", 100, DEFAULT_TASK_MIX, conditions)
+    assert len(rows) == 100 and "space_group" not in {r["task"] for r in rows}  # never a train condition
+    assert "matrl validation split: none of the 1 space_group conditions falls in this split" in caplog.text
+    assert {r["target"]["space_group"] for r in build_rows("train", 100, DEFAULT_TASK_MIX, conditions)
+            if r["task"] == "space_group"} == {only_train}
 
 
 def test_mp20_csv_loads_structures_and_conditions():

@@ -4,9 +4,11 @@ responses stay out of the loss, and every component of the finished episodes is 
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -45,3 +47,21 @@ def test_matrl_grpo_step_logs_every_component(matrl_trainer):
         assert key in logs[0], f"{key} not logged"
     assert logs[0]["rewards/sun_marginal/mean"] == 0.0
     assert not math.isnan(logs[0]["reward"])
+
+
+def test_judge_down_sample_gets_no_grpo_reward_while_its_group_is_scored(matrl_trainer):
+    """TRL leaves a row out of the group baseline only when every reward function returned None;
+    a judge-down sample's scored weight-0 metric (its formula is known) must not make it a 0."""
+    from test_matrl_unscored import KCL, NACL, UnreachableJudge, formula_row, played, submit
+
+    _, trainer = matrl_trainer
+    episodes = [played(None, [submit(NACL)]), played(None, [submit(KCL)]), played(UnreachableJudge(), [submit(NACL)]),
+                played(None, ["still thinking"])]
+    row = formula_row()
+    inputs = [{**row, "target": json.dumps(row["target"]), "episode": ep} for ep in episodes]
+    rewards = trainer._calculate_rewards(inputs, [row["prompt"]] * 4, [""] * 4, [[i] for i in range(4)])
+    names = trainer.reward_func_names
+    assert torch.isnan(rewards[2]).all(), dict(zip(names, rewards[2].tolist()))  # no reward, not 0
+    weighted = trainer.reward_weights.cpu() != 0
+    assert not torch.isnan(rewards[[0, 1, 3]][:, weighted]).all(dim=1).any()  # the others keep a reward
+    assert rewards[3, names.index("group_diversity")] == 0.0  # never submitted: a real 0

@@ -9,6 +9,7 @@ import json
 import pytest
 from prm_scripted import ScriptedPolicy
 
+from rlplugs.episode import stop_reason
 from rlplugs.prm.guidance import BeamSearch, BestOfN, GuidedEpisode
 from rlplugs.prm.labels import monte_carlo_labels, save_rows
 from rlplugs.prm.model import PRMScorer, save_prm
@@ -109,6 +110,17 @@ def test_beam_search_batches_the_beams_of_several_episodes(env, digit_scorer):
     # Searched turns follow the PRM; the last turn is finished by the policy's own first sample.
     assert [[m["content"] for m in p.transcript("agent") if m["role"] == "assistant"] for p in played] == [["7", "7", "seven"]] * 2
     assert policy.calls == [(2, 2), (4, 2), (2, 1)]  # 1 beam x 2 episodes, then 2 beams x 2, then finish
+
+
+def test_an_error_in_one_game_stops_that_game_not_the_search(digit_scorer):
+    faulty = get_environment("count-test", {"rows": 4, "turns": 3, "fail_starts": [2]})  # start=2 raises on turn 2
+    searches = [BestOfN(digit_scorer, n=2, temperature=None),
+                BeamSearch(digit_scorer, beam_width=2, n=2, iterations=2, temperature=None)]
+    for search in searches:
+        healthy, broken = search.play_all([faulty.episodes({"start": s}) for s in (1, 2)], ScriptedPolicy(["seven", "7"]))
+        assert healthy.done and stop_reason(healthy) is None and healthy.scores()["digits"].value is not None
+        assert broken.done and "judge crashed (simulated fault)" in stop_reason(broken)
+        assert broken.record()["stopped"] == stop_reason(broken)  # the report carries the reason
 
 
 def test_guidance_with_the_tiny_model_samples_n_candidates_per_turn(env, digit_scorer, tiny_qwen35):

@@ -4,12 +4,15 @@ outcome labels propagate the episode result, and the row format is checked on re
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from prm_scripted import ScriptedPolicy
+from test_cli import RLPLUGS
 
-from rlplugs.episode import play
+from rlplugs.episode import guard, play, stop_reason
 from rlplugs.prm.labels import load_rows, monte_carlo_labels, outcome_labels, outcome_value, save_rows
+from rlplugs.prm.lockstep import finish
 from rlplugs.registry import get_environment
 
 DIGITS = {"digits": 1.0}
@@ -65,6 +68,30 @@ def test_unfinished_or_unscored_episode_gives_no_outcome(count_env):
     assert outcome_value(ep, DIGITS) is None  # unscored ("episode not finished"), not 0
     with pytest.raises(ValueError, match="not finished"):
         outcome_labels([ep], DIGITS)
+
+
+def test_an_episode_stopped_by_an_error_gives_no_labels_and_the_others_do(caplog):
+    env = get_environment("count-test", {"rows": 2, "fail_starts": [1]})  # row 1 raises on its second turn
+    rows = monte_carlo_labels(episodes(env), ScriptedPolicy(["7", "seven"]), DIGITS, k=2, candidates=2)
+    assert len(rows) == 3 * 2 and {r["meta"]["episode"] for r in rows} == {0}  # its continuations all stopped
+    assert "4 candidates had no scored continuation" in caplog.text
+    games = [guard(ep) for ep in episodes(env)]
+    finish(games, ScriptedPolicy(["7"]))
+    assert "judge crashed" in stop_reason(games[1]) and outcome_value(games[1], DIGITS) is None
+    assert len(outcome_labels(games, DIGITS)) == 3  # row 0's three turns
+
+
+def test_prm_label_command_labels_the_rows_an_error_did_not_stop(tmp_path, tiny_qwen35, plugin_env):
+    out = tmp_path / "rows.jsonl"
+    done = subprocess.run(
+        [RLPLUGS, "prm", "label", "--env", "count-test", "--env_args", '{"rows": 2, "fail_starts": [1]}', "--model",
+         str(tiny_qwen35), "--method", "outcome", "--rows", "2", "--max_new_tokens", "4", "--out", str(out)],
+        env=plugin_env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    labelled = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(labelled) == 3 and {r["meta"]["row"] for r in labelled} == {0}  # row 1's episode was stopped
+    assert "judge crashed (simulated fault)" in done.stderr and "1 of 2 episodes unscored" in done.stderr
 
 
 def test_unknown_outcome_component_names_the_real_ones(count_env):

@@ -106,6 +106,19 @@ def test_multi_turn_episode_is_played_through_the_env_with_sibling_attempts(tmp_
         assert trace.rewards["digits"].score == 1.0 and trace.rewards["final_len"].weight == 0.2
 
 
+def test_episode_stopped_by_an_error_errors_its_traces_and_the_other_tasks_are_scored(tmp_path, monkeypatch):
+    env = {"taskset": {"id": "count-test", "split": "train", "rows": 2, "fail_starts": [1]}, "n": 2}
+    episodes, _ = run_vf_eval(tmp_path, monkeypatch, env, limit=2)
+    by_start = {e.task.data.row["start"]: e for e in episodes}
+    assert by_start[0].ok, by_start[0].errors
+    assert [t.rewards["digits"].score for t in by_start[0].traces] == [1.0, 1.0]
+    faulty = by_start[1]
+    assert not faulty.ok and len(faulty.traces) == 2  # both attempts kept, each errored with the reason
+    for trace in faulty.traces:
+        assert not trace.ok and trace.rewards["digits"] is None  # never the as-it-stands score
+        assert "episode stopped by an error: RuntimeError: judge crashed (simulated fault)" in trace.errors[-1].message
+
+
 class SiblingsPlugin:
     """A single-turn env with a group component, registered in-process for one test."""
 

@@ -9,23 +9,29 @@ to single-turn setups (a completion that ends in a ``submit`` tool call or a str
 
 Each is a *remote* component (``retry`` set): with ``judge_url`` the judge runs in the HTTP judge
 service and transient failures are retried with backoff by the core; anything else that stops a
-judge makes the term unscored with its reason.
+judge (or a judge answering with a missing or non-finite number) makes the term unscored with its
+reason. A completion without a structure the judges can take (none, malformed, beyond
+:mod:`matrl.cell_limits`, or invalid) scores a real 0 with its reason: that is the model's doing.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 from pydantic import Field
+from pymatgen.core import Structure
 
+from matrl.cell_limits import check_cell_limits
 from matrl.judges import JudgeUnavailable
 from matrl.rewards import BAND_GAP_TOL, BAND_GAP_WIDTH, BULK_TOL_FRAC, BULK_WIDTH_FRAC, closeness, stability_credit
 from matrl.structures import StructureInputError, parse_structure
 from matrl.toolcalls import parse_tool_calls
+from matrl.validity import check_validity
 from rlplugs.config import StrictConfig
 from rlplugs.registry import Registration
-from rlplugs.rewards import RetryPolicy, RewardComponent, Sample, Unscorable
+from rlplugs.rewards import RetryPolicy, RewardComponent, Sample, Score, Unscorable
 
 
 class JudgeComponentConfig(StrictConfig):
@@ -60,40 +66,64 @@ def _judges(config: JudgeComponentConfig):
     return mlip, band_gap, EOSElasticJudge(mlip), load_hull_reference()
 
 
-def _structure(sample: Sample):
+def _judgeable(sample: Sample) -> Structure | Score:
+    """The completion's structure, or a real 0 when the model gave none the judges can take
+    (missing, malformed, beyond the cell limits, or invalid): that is the model's doing."""
     try:
-        return structure_from_completion(sample.completion)
+        structure = structure_from_completion(sample.completion)
+        check_cell_limits(structure)
     except StructureInputError as exc:
-        raise Unscorable(f"no usable structure in the completion: {exc}") from None
+        return Score(0.0, f"no usable structure in the completion: {exc}")
+    validity = check_validity(structure)
+    if not validity.valid:
+        return Score(0.0, "invalid structure: " + "; ".join(validity.findings))
+    return structure
 
 
-def _stability(config: JudgeComponentConfig, sample: Sample) -> float:
+def _finite(value: float | None, what: str) -> float:
+    """A judge's number; a missing or non-finite one is the judge's failure, so unscored."""
+    if value is None or not math.isfinite(value):
+        raise Unscorable(f"the judge returned {what} = {value}")
+    return float(value)
+
+
+def _stability(config: JudgeComponentConfig, sample: Sample) -> float | Score:
+    structure = _judgeable(sample)
+    if isinstance(structure, Score):
+        return structure
     mlip, _, _, hull = _judges(config)
-    record = mlip.relax([_structure(sample)])[0]
-    return stability_credit(hull.e_above_hull(record.structure.composition, record.energy_per_atom, record.scale))
+    record = mlip.relax([structure])[0]
+    e_hull = hull.e_above_hull(record.structure.composition, record.energy_per_atom, record.scale)
+    return stability_credit(_finite(e_hull, "E_hull"))
 
 
-def _band_gap(config: JudgeComponentConfig, sample: Sample) -> float:
+def _band_gap(config: JudgeComponentConfig, sample: Sample) -> float | Score:
     if "band_gap_ev" not in sample.row:
         raise Unscorable("row has no band_gap_ev target")
+    structure = _judgeable(sample)
+    if isinstance(structure, Score):
+        return structure
     _, band_gap, _, _ = _judges(config)
     try:
-        gap = band_gap.band_gap([_structure(sample)])[0]
+        gap = band_gap.band_gap([structure])[0]
     except JudgeUnavailable as exc:
         raise Unscorable(str(exc)) from None
-    return closeness(gap, float(sample.row["band_gap_ev"]), BAND_GAP_TOL, BAND_GAP_WIDTH)
+    return closeness(_finite(gap, "band gap"), float(sample.row["band_gap_ev"]), BAND_GAP_TOL, BAND_GAP_WIDTH)
 
 
-def _bulk_modulus(config: JudgeComponentConfig, sample: Sample) -> float:
+def _bulk_modulus(config: JudgeComponentConfig, sample: Sample) -> float | Score:
     if "bulk_modulus_gpa" not in sample.row:
         raise Unscorable("row has no bulk_modulus_gpa target")
+    structure = _judgeable(sample)
+    if isinstance(structure, Score):
+        return structure
     mlip, _, elastic, _ = _judges(config)
-    relaxed = mlip.relax([_structure(sample)])[0].structure
+    relaxed = mlip.relax([structure])[0].structure
     k = elastic.bulk_modulus([relaxed])[0]
     if k is None:
         raise Unscorable("Birch–Murnaghan fit failed for this cell")
     target = float(sample.row["bulk_modulus_gpa"])
-    return closeness(k, target, BULK_TOL_FRAC * target, BULK_WIDTH_FRAC * target)
+    return closeness(_finite(k, "bulk modulus"), target, BULK_TOL_FRAC * target, BULK_WIDTH_FRAC * target)
 
 
 def _factory(name: str, fn, description: str):

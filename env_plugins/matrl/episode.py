@@ -15,6 +15,7 @@ import copy
 import json
 from typing import Any
 
+from matrl.cell_limits import check_cell_limits
 from matrl.evaluation import Evaluator
 from matrl.structures import StructureInputError, parse_structure, structure_to_json
 from matrl.toolcalls import TOOL_NAMES, TOOLS, ToolCall, parse_tool_calls
@@ -142,25 +143,29 @@ class MatrlEpisode:
         if call.name not in TOOL_NAMES:
             return f"Unknown tool {call.name!r}. Available tools: {', '.join(sorted(TOOL_NAMES))}."
         if call.name == "retrieve_materials":
-            return self._retrieve(str(call.arguments.get("query", "")))
+            query = call.arguments.get("query", "")
+            if not isinstance(query, str):
+                return "retrieve_materials takes a 'query' string: a reduced formula like 'NaCl' or elements like 'Na,Cl'."
+            return self._retrieve(query)
         structure_text = call.arguments.get("structure")
         if not isinstance(structure_text, str):
             return f"{call.name} needs a 'structure' parameter (CIF text or JSON)."
         try:
             structure = parse_structure(structure_text, self.max_atoms)
+            check_cell_limits(structure)
         except StructureInputError as exc:
             return f"Structure rejected: {exc}"
         if call.name == "evaluate_structure":
-            return self._evaluate(structure, call.arguments.get("properties") or [])
+            wanted = _properties(call.arguments.get("properties"))
+            if isinstance(wanted, str):
+                return wanted
+            return self._evaluate(structure, wanted)
         return self._submit(structure)
 
-    def _evaluate(self, structure, properties) -> str:
+    def _evaluate(self, structure, wanted: tuple[str, ...]) -> str:
         if len(self.evaluations) >= self.max_evaluations:
             return (f"Evaluation budget spent ({self.max_evaluations} of {self.max_evaluations}). "
                     "Submit your best structure now.")
-        if isinstance(properties, str):
-            properties = [p.strip() for p in properties.split(",")]
-        wanted = tuple(p for p in ("band_gap", "bulk_modulus") if p in properties)
         result = self.evaluator.evaluate(structure, wanted)
         self.evaluations.append(result)
         left = self.max_evaluations - len(self.evaluations)
@@ -183,3 +188,21 @@ class MatrlEpisode:
         return json.dumps({"query": query, "reference": self.evaluator.judges.novelty.source, "materials": [
             {"name": name, "formula": s.composition.reduced_formula, "structure": structure_to_json(s)} for name, s in hits
         ]})
+
+
+EXTRA_PROPERTIES = ("band_gap", "bulk_modulus")
+
+
+def _properties(value) -> tuple[str, ...] | str:
+    """The extra properties asked for, or a message saying what is wrong with ``value``."""
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str) and not any(c in value for c in "[]{}"):  # "band_gap, bulk_modulus"
+        value = [p.strip() for p in value.split(",") if p.strip()]
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        return (f"'properties' must be a list of names from {list(EXTRA_PROPERTIES)}, e.g. [\"band_gap\"]; "
+                "nothing was evaluated.")
+    unknown = [p[:40] for p in value if p not in EXTRA_PROPERTIES]
+    if unknown:
+        return f"Unknown properties {unknown[:5]}; available: {list(EXTRA_PROPERTIES)}. Nothing was evaluated."
+    return tuple(p for p in EXTRA_PROPERTIES if p in value)

@@ -62,9 +62,14 @@ class Evaluator:
         result.update({
             "energy_per_atom": round(record.energy_per_atom, 4), "scale": record.scale,
             "relax_steps": record.steps, "converged": record.converged,
-            "relaxed": structure_to_json(relaxed), "space_group": _space_group(relaxed),
+            "relaxed": structure_to_json(relaxed),
             "valid": relaxed_validity.valid, "structural_valid": relaxed_validity.structural,
         })
+        try:
+            result["space_group"] = _space_group(relaxed)
+        except Exception as exc:  # noqa: BLE001 - spglib fails on some odd cells: the group is unknown, not wrong
+            result["space_group"] = None
+            result["space_group_error"] = f"space group analysis failed: {type(exc).__name__}: {exc}"
         result["findings"] = list(dict.fromkeys([*result["findings"], *relaxed_validity.findings]))
         try:
             result["e_above_hull"] = round(j.hull.e_above_hull(relaxed.composition, record.energy_per_atom, record.scale), 4)
@@ -90,11 +95,8 @@ class Evaluator:
             result[key] = round(float(value), 3)
 
 
-def _space_group(structure: Structure) -> dict[str, Any] | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sga = SpacegroupAnalyzer(structure, symprec=0.1)
-            return {"number": sga.get_space_group_number(), "symbol": sga.get_space_group_symbol()}
-    except Exception:  # noqa: BLE001 - spglib can fail on odd cells; the condition is then unmet
-        return None
+def _space_group(structure: Structure) -> dict[str, Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sga = SpacegroupAnalyzer(structure, symprec=0.1)
+        return {"number": sga.get_space_group_number(), "symbol": sga.get_space_group_symbol()}

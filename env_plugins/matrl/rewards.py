@@ -14,19 +14,25 @@ Weight-0 metrics: ``valid``, ``unique``, ``novel``, ``stable``, ``condition_met`
 
 Group components are pure functions of the group's samples: they read each sample's episode
 record (``Sample.episode``: a :class:`~matrl.episode.MatrlEpisode` or its ``record()`` dict), so a
-trainer may gather a group from several processes and call them anywhere. A term that could not be
-computed (a judge down after retries) is ``Score(None, reason)``, never 0.
+trainer may gather a group from several processes and call them anywhere.
+
+No silent zeros: a missing or invalid submission scores 0 (the model's doing), but a term the
+judges could not compute (relaxation failed after retries, no hull reference, a non-finite energy,
+spglib failing) is ``Score(None, reason)``. A group member that could not be judged is unscored in
+the group terms too and left out of its siblings' comparisons. An episode that an error stopped
+never reaches these functions: the core marks all its terms unscored (:mod:`rlplugs.episode`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from pymatgen.core import Composition
+from pymatgen.core import Composition, Structure
 
 from matrl.novelty import make_matcher, structures_match
-from matrl.structures import parse_structure
+from matrl.structures import StructureInputError, parse_structure
 from rlplugs.rewards import RewardComponent, Sample, Score
 
 STABLE_EHULL = 0.1
@@ -54,43 +60,35 @@ def condition_met(target: dict, sub: dict) -> bool:
     return True
 
 
+TARGET_TASKS = {"band_gap_target": "band_gap", "bulk_modulus_target": "bulk_modulus"}  # component -> task kind
+
+
 def episode_scores(task: str, target: dict, sub: dict | None) -> dict[str, Score]:
-    """The per-episode terms from a submission (``None`` when the agent never submitted)."""
-    na = {name: Score(None, f"not applicable to {task} tasks") for name in ("band_gap_target", "bulk_modulus_target")}
+    """The per-episode terms from a submission (``None`` when the agent never submitted).
+
+    Three outcomes, kept apart: no submission or an invalid cell is a real 0 (the model's doing);
+    a term the judges could not compute (relaxation failed after retries, no hull reference, a
+    non-finite energy, spglib failing) is unscored with the reason; everything else is scored.
+    """
+    out = {name: Score(None, f"not applicable to {task} tasks") for name in TARGET_TASKS}
     if sub is None:
         zero = Score(0.0, "no submission")
-        out = {n: zero for n in ("valid", "novel", "stable", "condition_met")}
-        out.update(na)
-        for name, kind in (("band_gap_target", "band_gap"), ("bulk_modulus_target", "bulk_modulus")):
-            if task == kind:
-                out[name] = zero
+        out.update({name: zero for name in ("valid", "novel", "stable", "condition_met")})
+        out.update({name: zero for name, kind in TARGET_TASKS.items() if kind == task})
         return out
-    judge_down = "relax_error" in sub and sub.get("structural_valid", True)
-    valid = bool(sub.get("valid"))
-    if judge_down:  # the MLIP never answered: everything that needs the relaxed cell is unscored
-        reason = f"relaxation failed: {sub['relax_error']}"
-        out = {"valid": Score(1.0 if valid else 0.0), "novel": Score(None, reason), "stable": Score(None, reason)}
-        out["condition_met"] = Score(None, reason) if "space_group" in target else Score(
-            1.0 if condition_met(target, sub) else 0.0)
-        out.update(na)
-        for name, kind in (("band_gap_target", "band_gap"), ("bulk_modulus_target", "bulk_modulus")):
-            if task == kind:
-                out[name] = Score(None, reason)
-        return out
-    out = {"valid": Score(1.0 if valid else 0.0), "condition_met": Score(1.0 if condition_met(target, sub) else 0.0)}
-    out["novel"] = Score(1.0 if valid and sub.get("novel") else 0.0)
-    if not valid:
-        out["stable"] = Score(0.0, "invalid structure")
-    elif sub.get("e_above_hull") is None:
-        out["stable"] = Score(None, sub.get("e_above_hull_error", "no energy above hull"))
-    else:
-        out["stable"] = Score(stability_credit(sub["e_above_hull"]))
-    out.update(na)
+    valid = _validity(sub)
+    gate = _gated_by_validity(valid)
+    out["valid"] = valid
+    out["condition_met"] = _condition_score(target, sub)
+    out["novel"] = gate or Score(1.0 if sub.get("novel") else 0.0)
+    out["stable"] = gate or _judged_value(sub, "e_above_hull", stability_credit)
     if task == "band_gap":
-        out["band_gap_target"] = _target_score(valid, sub, "band_gap_ev", target["band_gap_ev"], BAND_GAP_TOL, BAND_GAP_WIDTH)
+        out["band_gap_target"] = gate or _judged_value(
+            sub, "band_gap_ev", lambda v: closeness(v, target["band_gap_ev"], BAND_GAP_TOL, BAND_GAP_WIDTH))
     if task == "bulk_modulus":
-        t = target["bulk_modulus_gpa"]
-        out["bulk_modulus_target"] = _target_score(valid, sub, "bulk_modulus_gpa", t, BULK_TOL_FRAC * t, BULK_WIDTH_FRAC * t)
+        k = target["bulk_modulus_gpa"]
+        out["bulk_modulus_target"] = gate or _judged_value(
+            sub, "bulk_modulus_gpa", lambda v: closeness(v, k, BULK_TOL_FRAC * k, BULK_WIDTH_FRAC * k))
     return out
 
 
@@ -99,12 +97,48 @@ def score_submission(row: dict, sub: dict | None) -> dict[str, Score]:
     return episode_scores(row["task"], row["target"], sub)
 
 
-def _target_score(valid: bool, sub: dict, key: str, target: float, tol: float, width: float) -> Score:
-    if not valid:
-        return Score(0.0, "invalid structure")
-    if sub.get(key) is None:
+def _judge_failure(sub: dict) -> str | None:
+    """Why the MLIP never assessed a submitted cell; None when it did (or when the cell was
+    structurally invalid as given, so relaxing it was skipped on purpose)."""
+    if "relax_error" in sub and sub.get("structural_valid", True):
+        return f"relaxation failed: {sub['relax_error']}"
+    return None
+
+
+def _validity(sub: dict) -> Score:
+    failure = _judge_failure(sub)
+    if failure is None:
+        return Score(1.0) if sub.get("valid") else Score(0.0, "; ".join(sub.get("findings") or ["invalid structure"]))
+    if not sub.get("compositional_valid", True):  # invalid whatever the relaxation would have done
+        return Score(0.0, "; ".join(sub.get("findings") or ["no charge-neutral assignment"]))
+    return Score(None, failure)  # validity is judged on the relaxed cell
+
+
+def _gated_by_validity(valid: Score) -> Score | None:
+    """What every validity-dependent term is when validity decides it: 0 for an invalid cell,
+    unscored when validity itself could not be judged; ``None`` for a valid cell."""
+    if not valid.scored:
+        return Score(None, valid.reason)
+    return None if valid.value else Score(0.0, "invalid structure")
+
+
+def _judged_value(sub: dict, key: str, credit) -> Score:
+    """``credit(sub[key])``, or unscored with the judge's reason when the value is missing or not finite."""
+    value = sub.get(key)
+    if value is None:
         return Score(None, sub.get(f"{key}_error", f"{key} not computed"))
-    return Score(closeness(float(sub[key]), target, tol, width))
+    if not math.isfinite(value):
+        return Score(None, f"the judge returned {key} = {value}")
+    return Score(credit(float(value)))
+
+
+def _condition_score(target: dict, sub: dict) -> Score:
+    if "space_group" in target and not sub.get("space_group"):
+        failure = _judge_failure(sub) or sub.get("space_group_error")
+        if failure:
+            return Score(None, failure)
+        return Score(0.0, "no space group: the cell was invalid as given, so it was not relaxed")
+    return Score(1.0 if condition_met(target, sub) else 0.0)
 
 
 # -- reading samples --------------------------------------------------------------------------------
@@ -119,11 +153,21 @@ def _scores(record: dict[str, Any]) -> dict[str, Score]:
     return episode_scores(record["task"], record.get("target") or {}, record.get("submission"))
 
 
-def _relaxed(record: dict[str, Any]):
+def _group_member(record: dict[str, Any]) -> tuple[Structure | None, Score | None]:
+    """A group member's relaxed, valid structure, or else the score it gets without one: 0 when it
+    did not submit or submitted an invalid cell, unscored when its cell could not be judged."""
     sub = record.get("submission")
-    if not sub or not sub.get("valid") or not sub.get("relaxed"):
-        return None
-    return parse_structure(sub["relaxed"], max_atoms=10_000)
+    if sub is None:
+        return None, Score(0.0, "no submission")
+    valid = _validity(sub)
+    if not valid.scored:
+        return None, valid
+    if not valid.value:
+        return None, Score(0.0, "invalid submission")
+    try:
+        return parse_structure(sub["relaxed"], max_atoms=10_000), None
+    except (KeyError, StructureInputError) as exc:
+        return None, Score(None, f"the relaxed structure is unreadable: {exc}")
 
 
 def _per_episode(name: str):
@@ -147,43 +191,39 @@ def _match_counts(structures: list) -> list[int]:
     return counts
 
 
-def unique_in_group(samples: Sequence[Sample]) -> list[float]:
-    """1/k for a valid submission that k group members (itself included) share; 0 when invalid."""
-    structures = [_relaxed(_record(s)) for s in samples]
-    return [1.0 / c if c else 0.0 for c in _match_counts(structures)]
+def unique_in_group(samples: Sequence[Sample]) -> list[Score]:
+    """1/k for a valid submission that k judged group members (itself included) share; 0 when it
+    is invalid or missing; unscored when it could not be judged."""
+    members = [_group_member(_record(s)) for s in samples]
+    counts = _match_counts([structure for structure, _ in members])
+    return [Score(1.0 / c) if own is None else own for (_, own), c in zip(members, counts)]
+
+
+def _sun(samples: Sequence[Sample], combine) -> list[Score]:
+    """A SUN term per sample: 0 for a missing or invalid submission, unscored when one of its parts
+    is, else ``combine(valid, unique, novel, stable, condition_met)``."""
+    out = []
+    for sample, unique in zip(samples, unique_in_group(samples)):
+        sc = _scores(_record(sample))
+        parts = [sc["valid"], unique, sc["novel"], sc["stable"], sc["condition_met"]]
+        missing = [p.reason for p in parts if not p.scored]
+        if sc["valid"].value == 0:
+            out.append(Score(0.0, "invalid or missing submission"))
+        elif missing:
+            out.append(Score(None, missing[0]))
+        else:
+            out.append(Score(combine(*(p.value for p in parts))))
+    return out
 
 
 def sun_marginal(samples: Sequence[Sample]) -> list[Score]:
-    records = [_record(s) for s in samples]
-    unique = unique_in_group(samples)
-    out = []
-    for record, u in zip(records, unique):
-        sc = _scores(record)
-        parts = [sc["valid"], Score(u), sc["novel"], sc["stable"]]
-        missing = [p.reason for p in (*parts, sc["condition_met"]) if not p.scored]
-        if missing:
-            out.append(Score(None, missing[0]))
-        elif sc["valid"].value == 0:
-            out.append(Score(0.0, "invalid or missing submission"))
-        else:
-            out.append(Score(sc["condition_met"].value * sum(p.value for p in parts) / 4))
-    return out
+    return _sun(samples, lambda valid, unique, novel, stable, condition: condition * (valid + unique + novel + stable) / 4)
 
 
 def sun_strict(samples: Sequence[Sample]) -> list[Score]:
-    """1 when the submission is valid, unique, novel, E_hull <= 0.1 and meets the condition."""
-    records = [_record(s) for s in samples]
-    out = []
-    for record, u in zip(records, unique_in_group(samples)):
-        sc = _scores(record)
-        sub = record.get("submission") or {}
-        if sc["valid"].value and sub.get("e_above_hull") is None:
-            out.append(Score(None, sc["stable"].reason))
-            continue
-        ok = sc["valid"].value == 1 and u == 1 and sc["novel"].value == 1 and sc["condition_met"].value == 1 \
-            and sub.get("e_above_hull") is not None and sub["e_above_hull"] <= STABLE_EHULL
-        out.append(Score(1.0 if ok else 0.0))
-    return out
+    """1 when the submission is valid, unique, novel, E_hull <= 0.1 (stability credit 1) and meets
+    the condition."""
+    return _sun(samples, lambda *parts: float(all(p == 1.0 for p in parts)))
 
 
 def _composition_distance(a, b) -> float:
@@ -193,21 +233,27 @@ def _composition_distance(a, b) -> float:
 
 
 def group_diversity(samples: Sequence[Sample]) -> list[Score]:
+    """Mean distance of a valid submission to the group's other valid, judged submissions; 0 for a
+    missing or invalid one; unscored for one that could not be judged, and for the only valid one
+    of a group whose other members could not be judged (no partner to compare with)."""
     if len(samples) < 2:
         return [Score(None, "diversity needs a group of at least two rollouts")] * len(samples)
-    structures = [_relaxed(_record(s)) for s in samples]
+    members = [_group_member(_record(s)) for s in samples]
+    unjudged = [i for i, (_, own) in enumerate(members) if own is not None and not own.scored]
     matcher = make_matcher()
     out = []
-    for i, a in enumerate(structures):
-        partners = [b for j, b in enumerate(structures) if j != i and b is not None]
+    for i, (a, own) in enumerate(members):
+        partners = [b for j, (b, _) in enumerate(members) if j != i and b is not None]
         if a is None:
-            out.append(Score(0.0, "no valid submission"))
-        elif not partners:
-            out.append(Score(1.0, "the only valid submission of its group"))
-        else:
+            out.append(own)
+        elif partners:
             d = [0.5 * _composition_distance(a, b) + 0.5 * (0.0 if structures_match(a, b, matcher) else 1.0)
                  for b in partners]
             out.append(Score(sum(d) / len(d)))
+        elif [j for j in unjudged if j != i]:
+            out.append(Score(None, "the group's other submissions could not be judged"))
+        else:
+            out.append(Score(1.0, "the only valid submission of its group"))
     return out
 
 

@@ -23,7 +23,14 @@ import warnings
 import numpy as np
 from pymatgen.core import Element, Lattice, Structure
 
+from matrl.untrusted_json import UntrustedJSONError, loads
+
 MAX_INPUT_CHARS = 20_000
+MAX_JSON_DEPTH = 8  # the JSON form is 3 deep: {"lattice": [[...]]}
+# Sites x symmetry operations that pymatgen may expand from a CIF. Its merging grows faster than
+# linearly (3,840 candidate positions took 12 s, 9,600 took 45 s); 1,000 covers any <= 20-atom cell
+# written in its space group (fluorite in Fm-3m: 3 sites x 192 operations).
+MAX_CIF_CANDIDATES = 1_000
 
 
 class StructureInputError(ValueError):
@@ -52,9 +59,9 @@ def parse_structure(text: str, max_atoms: int = 20) -> Structure:
 
 def _from_json(body: str) -> Structure:
     try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise StructureInputError(f"Structure JSON does not parse ({exc.msg} at character {exc.pos}).") from None
+        data = loads(body, MAX_JSON_DEPTH, MAX_INPUT_CHARS)
+    except UntrustedJSONError as exc:
+        raise StructureInputError(f"Structure {exc}.") from None
     if not isinstance(data, dict):
         raise StructureInputError("Structure JSON must be an object with lattice, species, frac_coords.")
     missing = [k for k in ("lattice", "species", "frac_coords") if k not in data]
@@ -69,7 +76,7 @@ def _from_json(body: str) -> Structure:
     try:
         lattice = _lattice(data["lattice"])
         frac = np.asarray(coords, dtype=float).reshape(len(coords), 3)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise StructureInputError(f"Bad numbers in lattice or frac_coords: {exc}.") from None
     if not np.all(np.isfinite(frac)):
         raise StructureInputError("frac_coords contain non-finite numbers.")
@@ -96,12 +103,16 @@ def _from_cif(body: str) -> Structure:
         raise StructureInputError(
             "Text is neither JSON (starting with '{') nor a CIF (no _cell_length_a found)."
         )
-    from pymatgen.io.cif import CifParser
+    from pymatgen.io.cif import CifFile, CifParser
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            for block in CifFile.from_str(body).data.values():
+                _check_cif_expansion(block)
             structures = CifParser.from_str(body).parse_structures(primitive=False)
+    except StructureInputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - pymatgen raises many types for bad CIFs
         raise StructureInputError(f"CIF does not parse: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not structures:
@@ -110,6 +121,31 @@ def _from_cif(body: str) -> Structure:
     if not structure.is_ordered:
         raise StructureInputError("Disordered sites (partial occupancies) are not supported; give an ordered cell.")
     return structure
+
+
+_CIF_SYMOPS = ("_symmetry_equiv_pos_as_xyz", "_symmetry_equiv_pos_as_xyz_", "_space_group_symop_operation_xyz",
+               "_space_group_symop_operation_xyz_")
+_CIF_GROUP = ("_symmetry_space_group_name_H-M", "_space_group_name_H-M_alt", "_symmetry_Int_Tables_number",
+              "_space_group_IT_number", "_space_group_name_Hall")
+MAX_SYMOPS = 192  # Fm-3m and friends; a CIF that names its group without listing operations gets this bound
+
+
+def _check_cif_expansion(block) -> None:
+    """Refuse a CIF block whose symmetry expansion would be too large to compute quickly (counted
+    from the text: generating a named group's operations alone takes a second)."""
+    labels = block.data.get("_atom_site_label") or block.data.get("_atom_site_type_symbol") or []
+    sites = len(labels) if isinstance(labels, list) else 1
+    listed = next((block.data[k] for k in _CIF_SYMOPS if block.data.get(k)), None)
+    group = next((str(block.data[k]).replace(" ", "").strip("'\"") for k in _CIF_GROUP if block.data.get(k)), "1")
+    if listed:
+        ops = len(listed) if isinstance(listed, list) else 1
+    else:
+        ops = 1 if group in ("1", "P1", "P_1") else MAX_SYMOPS
+    if sites * ops > MAX_CIF_CANDIDATES:
+        raise StructureInputError(
+            f"CIF lists {sites} sites to expand by up to {ops} symmetry operations ({sites * ops} positions); at "
+            f"most {MAX_CIF_CANDIDATES} are accepted. Give the cell in P1 or list fewer sites."
+        )
 
 
 def structure_key(structure: Structure, decimals: int = 4) -> str:

@@ -19,8 +19,12 @@ unassigned; we give the whole remaining 50 % to the two conditioned kinds of our
 Rows come either from the built-in element tables (:mod:`matrl.prototypes`; charge-balanced
 formulas and element sets) or from an MP-20-style CSV (``cif``, ``pretty_formula``, ``elements``,
 ``band_gap``, ``spacegroup.number`` columns) with :func:`load_mp20_csv`. Splits are disjoint by
-condition (a formula or element set lands in exactly one of train/validation/test by hash), so
-validation measures generalisation to unseen conditions.
+condition for every task kind (a formula, element set, band-gap or bulk-modulus target, or space
+group lands in exactly one of train/validation/test by hash), so validation measures
+generalisation to unseen conditions. A kind none of whose conditions falls in a split is left out
+of that split, with a logged warning, and its share goes to the other kinds; it is never filled
+with another split's conditions. (Continuous targets are disjoint as values: a validation band
+gap of 1.3 eV lies between train targets 1.2 and 1.4 eV.)
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import ast
 import csv
 import gzip
 import hashlib
+import logging
 import random
 import warnings
 from dataclasses import dataclass
@@ -37,6 +42,8 @@ from pathlib import Path
 from pymatgen.core import Composition, Structure
 
 from matrl.prototypes import ANIONS, CATIONS
+
+log = logging.getLogger(__name__)
 
 TASK_KINDS = ("formula", "unconditional", "band_gap", "bulk_modulus", "chemsys", "space_group")
 DEFAULT_TASK_MIX = {"formula": 0.20, "unconditional": 0.10, "band_gap": 0.10, "bulk_modulus": 0.10,
@@ -101,7 +108,7 @@ def load_mp20_csv(path: str | Path, max_atoms: int | None = None) -> list[MP20Ro
     return rows
 
 
-def _split_of(condition: str) -> str:
+def split_of(condition: str) -> str:
     u = int(hashlib.sha1(condition.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return next(name for name, (lo, hi) in SPLIT_SHARES.items() if lo <= u < hi or (hi == 1.0 and u == 1.0))
 
@@ -124,7 +131,7 @@ def builtin_conditions() -> dict[str, list]:
     return {
         "formula": sorted(formulas),
         "chemsys": sorted("-".join(sorted(s)) for s in systems),
-        "band_gap": [round(0.5 + 0.25 * k, 2) for k in range(15)],
+        "band_gap": [round(0.5 + 0.1 * k, 2) for k in range(36)],  # 0.5-4.0 eV: 27 train, 5 validation, 4 test
         "bulk_modulus": [float(k) for k in range(40, 301, 10)],
         "space_group": sorted(SPACE_GROUPS),
         "unconditional": [f"u{k}" for k in range(200)],
@@ -148,12 +155,23 @@ def build_rows(split: str, n: int, mix: dict[str, float], conditions: dict[str, 
     """``n`` task rows of ``split`` drawn with the task mix; each row carries its kind and target."""
     if split not in SPLIT_SHARES:
         raise KeyError(f"unknown split {split!r}; splits: {', '.join(SPLIT_SHARES)}")
-    pools = {kind: [c for c in conditions[kind] if _split_of(f"{kind}:{c}") == split] or list(conditions[kind])
-             for kind in TASK_KINDS}
+    pools = {kind: [c for c in conditions[kind] if split_of(f"{kind}:{c}") == split] for kind in TASK_KINDS}
+    kinds = []
+    for kind in (k for k in TASK_KINDS if mix.get(k, 0) > 0):
+        if pools[kind]:
+            kinds.append(kind)
+        else:
+            log.warning("matrl %s split: none of the %d %s conditions falls in this split, so it has no %s tasks "
+                        "(their %.0f%% share goes to the other kinds)", split, len(conditions[kind]), kind, kind,
+                        100 * mix[kind])
+    if not kinds:
+        raise ValueError(f"matrl {split} split: no task kind of the mix has a condition in this split")
+    total = sum(mix[k] for k in kinds)
+    exact = {k: mix[k] / total * n for k in kinds}
+    counts = {k: int(exact[k]) for k in kinds}
+    for k in sorted(kinds, key=lambda k: exact[k] - counts[k], reverse=True)[: n - sum(counts.values())]:
+        counts[k] += 1  # largest remainders: exactly n rows
     rng = random.Random(f"{seed}:{split}")
-    kinds = [k for k in TASK_KINDS if mix.get(k, 0) > 0]
-    counts = {k: int(round(mix[k] * n)) for k in kinds}
-    counts[kinds[0]] += n - sum(counts.values())
     rows = []
     for kind in kinds:
         for _ in range(counts[kind]):

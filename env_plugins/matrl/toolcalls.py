@@ -21,7 +21,11 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from matrl.untrusted_json import UntrustedJSONError, loads
+
 MAX_CALLS_PER_TURN = 4
+MAX_CALL_CHARS = 50_000  # a structure is at most 20,000 characters (matrl.structures)
+MAX_CALL_DEPTH = 16  # {"name", "arguments": {"structure": {"lattice": [[...]]}}} is 5 deep
 
 TOOLS = [
     {"type": "function", "function": {
@@ -82,17 +86,17 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
 def _parse_block(body: str) -> ToolCall:
     if body.startswith("{"):
         try:
-            data = json.loads(body)
-        except json.JSONDecodeError as exc:
-            return ToolCall("", error=f"tool call JSON does not parse ({exc.msg}); use the <function=...> format")
+            data = loads(body, MAX_CALL_DEPTH, MAX_CALL_CHARS)
+        except UntrustedJSONError as exc:
+            return ToolCall("", error=f"tool call {exc}; use the <function=...> format")
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             return ToolCall("", error="tool call JSON needs a 'name' string and an 'arguments' object")
         args = data.get("arguments", {})
         if isinstance(args, str):
             try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                return ToolCall(data["name"], error="'arguments' is a string that is not JSON")
+                args = loads(args, MAX_CALL_DEPTH, MAX_CALL_CHARS)
+            except UntrustedJSONError as exc:
+                return ToolCall(data["name"], error=f"'arguments' is a string that is not acceptable JSON: {exc}")
         if not isinstance(args, dict):
             return ToolCall(data["name"], error="'arguments' must be an object")
         return ToolCall(data["name"], {k: _as_text_or_value(v) for k, v in args.items()})
@@ -106,12 +110,13 @@ def _parse_block(body: str) -> ToolCall:
 
 
 def _decode_parameter(value: str):
-    """Parameter values are text; JSON lists (e.g. properties) are decoded, structures stay text."""
+    """Parameter values are text; JSON lists (e.g. properties) are decoded, structures stay text
+    (a list that does not decode stays text too; the tool that reads it says what is wrong)."""
     stripped = value.strip()
     if stripped.startswith("["):
         try:
-            return json.loads(stripped)
-        except json.JSONDecodeError:
+            return loads(stripped, MAX_CALL_DEPTH, MAX_CALL_CHARS)
+        except UntrustedJSONError:
             return stripped
     return stripped
 

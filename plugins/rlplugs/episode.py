@@ -11,15 +11,28 @@ serves every consumer:
   branch the game state and try candidate turns.
 
 Messages are plain chat dicts (``{"role": ..., "content": ...}``) so any chat template applies.
+
+**Episodes stopped by an error.** An environment's ``step`` may raise (a judge or simulator
+failing in a way the environment did not turn into a message). Every adapter plays episodes
+wrapped by :func:`guard`: the exception stops that episode alone, which is then ``done`` with
+:func:`stop_reason` saying why (adapters also stop an episode that outlives their turn cap). That
+reason is the one place the fact lives: :func:`rlplugs.rewards.score_components` reports every
+reward component of such a sample unscored with it, so TRL gets ``None`` (NaN, left out of the
+loss), verifiers an errored trace, evaluation and PRM labels an unscored sample, never the zeros
+of an episode scored "as it stands".
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from rlplugs.rewards import Score
+if TYPE_CHECKING:
+    from rlplugs.rewards import Score
+
+log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
 
@@ -87,6 +100,82 @@ class Guidance(Protocol):
     """An inference-time search strategy (best-of-N, beam) that plays an episode to the end."""
 
     def play(self, episode: Episode, policy: BatchPolicy) -> Episode: ...
+
+
+class GuardedEpisode:
+    """An episode whose ``step`` never raises: an exception stops it, with the reason kept in
+    :attr:`stopped` (see the module docstring). Everything else is the wrapped episode's."""
+
+    def __init__(self, episode: Episode):
+        self.episode = episode
+        self.stopped: str | None = None
+
+    def __getattr__(self, name: str) -> Any:  # the wrapped episode's own attributes (finish_reason, ...)
+        if name.startswith("__") or name in ("episode", "stopped"):  # unpickling asks before __dict__ is set
+            raise AttributeError(name)
+        return getattr(self.episode, name)
+
+    @property
+    def done(self) -> bool:
+        return self.stopped is not None or self.episode.done
+
+    @property
+    def current_seat(self) -> str:
+        return self.episode.current_seat
+
+    @property
+    def trained_seats(self) -> Sequence[str]:
+        return self.episode.trained_seats
+
+    def observation(self) -> list[Message]:
+        return self.episode.observation()
+
+    def transcript(self, seat: str) -> list[Message]:
+        return self.episode.transcript(seat)
+
+    def step(self, text: str) -> StepResult:
+        if self.stopped is not None:
+            raise RuntimeError(f"step() on an episode that was stopped ({self.stopped})")
+        try:
+            return self.episode.step(text)
+        except Exception as exc:  # noqa: BLE001 - one broken episode must not end the batch
+            self.stopped = f"episode stopped by an error: {type(exc).__name__}: {exc}"  # even if it half-ended
+            log.warning("%s", self.stopped)
+            return StepResult(True, {"stopped": self.stopped})
+
+    def stop(self, reason: str) -> None:
+        """End the episode from outside (an adapter's turn cap); the first reason is kept, and an
+        episode that already ended on its own is left as it is."""
+        if self.stopped is None and not self.episode.done:
+            self.stopped = reason
+
+    def scores(self) -> dict[str, Score]:
+        if self.stopped is not None:
+            from rlplugs.rewards import Unscorable
+
+            raise Unscorable(self.stopped)
+        return self.episode.scores()
+
+    def clone(self) -> GuardedEpisode:
+        twin = GuardedEpisode(self.episode.clone())
+        twin.stopped = self.stopped
+        return twin
+
+    def record(self) -> dict[str, Any]:
+        record = self.episode.record()
+        return record if self.stopped is None else {**record, "stopped": self.stopped}
+
+
+def guard(episode: Episode) -> GuardedEpisode:
+    """``episode`` wrapped so that an error in ``step`` stops it instead of raising (idempotent)."""
+    return episode if isinstance(episode, GuardedEpisode) else GuardedEpisode(episode)
+
+
+def stop_reason(episode: Any) -> str | None:
+    """Why ``episode`` was stopped before it ended (an error, an adapter's cap); ``None`` when it
+    was not (also for anything that is not a guarded episode, e.g. a record dict)."""
+    reason = getattr(episode, "stopped", None)
+    return reason if isinstance(reason, str) else None
 
 
 def play(episode: Episode, policy: Policy, max_turns: int = 1000) -> Episode:

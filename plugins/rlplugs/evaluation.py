@@ -11,14 +11,15 @@ across the TRL and prime-rl routes:
   each episode with its own search); scores are the episode's own ``scores()`` overlaid with the
   env's components.
 
-A sample that cannot be scored stays *unscored* with its reason (an episode that raised, or
-never ended, included); means are over scored values only and the unscored counts are
-reported beside them. :func:`evaluate` returns plain dicts that :mod:`rlplugs.report` writes.
+A sample that cannot be scored stays *unscored* with its reason; an episode stopped by an error,
+by a failed search, or for never ending is unscored in every component (episodes are played
+guarded, :func:`rlplugs.episode.guard`). Means are over scored values only and the unscored
+counts are reported beside them. :func:`evaluate` returns plain dicts that :mod:`rlplugs.report`
+writes.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -27,11 +28,9 @@ from typing import Any
 
 from rlplugs.config import validate_options
 from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.episode import Episode, Guidance, Policy
+from rlplugs.episode import Episode, GuardedEpisode, Guidance, Policy, guard, stop_reason
 from rlplugs.policies import as_batch_policy
 from rlplugs.rewards import Sample, Score, UnscoredLedger, run_sync, weighted_total
-
-log = logging.getLogger(__name__)
 
 Advance = Callable[[int], None]  # progress callback: n units done
 
@@ -69,85 +68,72 @@ def complete_rows(rows: list[dict[str, Any]], policy: Policy, samples: int, adva
 # --- multi-turn -----------------------------------------------------------------------------
 
 
-class EpisodeFailure(Exception):
-    """An episode that raised or did not end; its sample is unscored with this reason."""
-
-
-def play_lockstep(episodes: list[Episode], policy: Policy, max_turns: int, advance: Advance) -> list[str | None]:
-    """Play every episode to its end, one ``generate`` call per round for all live episodes.
-    Returns, per episode, ``None`` or the reason it failed (it raised, or ran past ``max_turns``)."""
+def play_lockstep(episodes: list[GuardedEpisode], policy: Policy, max_turns: int, advance: Advance) -> None:
+    """Play every episode to its end, one ``generate`` call per round for all live episodes. An
+    episode whose ``step`` raised is stopped by its guard; one still running after ``max_turns``
+    turns is stopped here; either way its sample is unscored with the reason."""
     batch = as_batch_policy(policy)
-    failures: list[str | None] = [None] * len(episodes)
     turns = [0] * len(episodes)
     while True:
-        live = [i for i, ep in enumerate(episodes) if failures[i] is None and not ep.done]
+        live = [i for i, ep in enumerate(episodes) if not ep.done]
         if not live:
             break
         replies = batch.generate([episodes[i].observation() for i in live], n=1)
         for i, reply in zip(live, replies):
-            try:
-                episodes[i].step(reply[0])
-            except Exception as exc:  # noqa: BLE001 - one broken episode must not end the run
-                failures[i] = f"episode raised {type(exc).__name__}: {exc}"
-                log.warning("episode %d failed: %s", i, failures[i])
+            episodes[i].step(reply[0])
             turns[i] += 1
-            if failures[i] is None and not episodes[i].done and turns[i] >= max_turns:
-                failures[i] = f"episode did not end within {max_turns} turns"
-            if failures[i] is not None or episodes[i].done:
+            if turns[i] >= max_turns:
+                episodes[i].stop(f"episode did not end within {max_turns} turns")
+            if episodes[i].done:
                 advance(1)
-    return failures
 
 
-def play_guided(episodes: list[Episode], policy: Policy, guidance: Guidance, advance: Advance) -> tuple[list[Episode], list[str | None]]:
+def play_guided(episodes: list[GuardedEpisode], policy: Policy, guidance: Guidance, advance: Advance) -> list[Episode]:
+    """Each episode played by ``guidance``; one whose search raised is stopped with the reason."""
     batch = as_batch_policy(policy)
     played: list[Episode] = []
-    failures: list[str | None] = []
     for ep in episodes:
         try:
             played.append(guidance.play(ep, batch))
-            failures.append(None)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - one failed search must not end the run
+            ep.stop(f"guidance raised {type(exc).__name__}: {exc}")
             played.append(ep)
-            failures.append(f"guidance raised {type(exc).__name__}: {exc}")
         advance(1)
-    return played, failures
+    return played
 
 
 def episode_samples(
     spec: EnvSpec, rows: list[dict[str, Any]], policy: Policy, protocol: EvalProtocol,
     guidance: Guidance | None, max_turns: int, advance: Advance,
-) -> tuple[list[Sample], list[str | None]]:
+) -> list[Sample]:
     assert spec.episodes is not None
     starts = [(g, row) for g, row in enumerate(rows) for _ in range(protocol.samples_per_row)]
-    episodes = [spec.episodes(row) for _, row in starts]
+    episodes = [guard(spec.episodes(row)) for _, row in starts]
     if guidance is not None:
-        episodes, failures = play_guided(episodes, policy, guidance, advance)
+        played = play_guided(episodes, policy, guidance, advance)
     else:
-        failures = play_lockstep(episodes, policy, max_turns, advance)
+        play_lockstep(episodes, policy, max_turns, advance)
+        played = list(episodes)
     samples = []
-    for (group, row), ep in zip(starts, episodes):
+    for (group, row), ep in zip(starts, played):
         seat = ep.trained_seats[0] if ep.trained_seats else ep.current_seat
         replies = [m for m in ep.transcript(seat) if m.get("role") == "assistant"]
         completion = str(replies[-1].get("content", "")) if replies else ""
         samples.append(Sample(prompt=row["prompt"], completion=completion, row=row, episode=ep, group=group))
-    return samples, failures
+    return samples
 
 
-def score_episodes(spec: EnvSpec, samples: list[Sample], failures: list[str | None], ledger: UnscoredLedger) -> list[dict[str, Score]]:
-    """Episode ``scores()`` overlaid with the env's components; failed episodes are unscored."""
-    ok = [i for i, f in enumerate(failures) if f is None]
-    scored = run_sync(spec.ascore([samples[i] for i in ok], ledger)) if ok else []
-    results: list[dict[str, Score]] = [{} for _ in samples]
-    for i, own in zip(ok, scored):
+def score_episodes(spec: EnvSpec, samples: list[Sample], ledger: UnscoredLedger) -> list[dict[str, Score]]:
+    """The env's components overlaid on each episode's own ``scores()``; a stopped episode is
+    unscored in every component with its reason (by :func:`rlplugs.rewards.score_components`)."""
+    results = run_sync(spec.ascore(samples, ledger))
+    for sample, own in zip(samples, results):
+        if stop_reason(sample.episode) is not None:
+            continue
         try:
-            results[i] = {**samples[i].episode.scores(), **own}
+            own.update({k: v for k, v in sample.episode.scores().items() if k not in own})
         except Exception as exc:  # noqa: BLE001
-            results[i] = {**own, "episode_scores": Score(None, f"scores() raised {type(exc).__name__}: {exc}")}
-    for i, reason in enumerate(failures):
-        if reason is not None:
-            results[i] = {c.name: Score(None, reason) for c in spec.components}
-            for name, s in results[i].items():
-                ledger.record(name, s)
+            own["episode_scores"] = Score(None, f"scores() raised {type(exc).__name__}: {exc}")
     return results
 
 
@@ -223,8 +209,8 @@ def evaluate_samples(
     rows = eval_rows(spec, split, protocol.rows)
     ledger = UnscoredLedger()
     if spec.multi_turn:
-        samples, failures = episode_samples(spec, rows, policy, protocol, guidance, max_turns, advance)
-        scores = score_episodes(spec, samples, failures, ledger)
+        samples = episode_samples(spec, rows, policy, protocol, guidance, max_turns, advance)
+        scores = score_episodes(spec, samples, ledger)
     else:
         if guidance is not None:
             raise ValueError(f"guidance plays multi-turn episodes; env '{spec.name}' is single-turn")

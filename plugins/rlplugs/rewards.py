@@ -14,6 +14,10 @@ only transient errors are retried.
 *Group* components (``group=True``, e.g. diversity across the rollouts of one prompt) receive all
 samples of one group at once and return one value per sample; the trainer adapters make sure the
 whole group is present even when the trainer spreads it over several processes.
+
+A sample whose episode was stopped by an error (:func:`rlplugs.episode.stop_reason`) is not
+scored at all: every component is unscored with that reason, and group components see only the
+group's other members.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlplugs.config import StrictConfig
+from rlplugs.episode import stop_reason
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +199,13 @@ async def score_components(
 ) -> list[dict[str, Score]]:
     """Score every sample with every component, concurrently; never raises for a bad sample."""
     results: list[dict[str, Score]] = [{} for _ in samples]
+    live = []
+    for i, sample in enumerate(samples):
+        reason = stop_reason(sample.episode)
+        if reason is None:
+            live.append(i)
+        else:
+            results[i] = {c.name: Score(None, reason) for c in components}
 
     async def one(component: RewardComponent, index: int) -> None:
         try:
@@ -217,11 +229,11 @@ async def score_components(
     for component in components:
         if component.group:
             by_group: dict[Any, list[int]] = defaultdict(list)
-            for i, s in enumerate(samples):
-                by_group[s.group if s.group is not None else ("solo", i)].append(i)
+            for i in live:
+                by_group[samples[i].group if samples[i].group is not None else ("solo", i)].append(i)
             jobs += [group(component, idx) for idx in by_group.values()]
         else:
-            jobs += [one(component, i) for i in range(len(samples))]
+            jobs += [one(component, i) for i in live]
     await asyncio.gather(*jobs)
     if ledger is not None:
         for r in results:
@@ -253,8 +265,9 @@ def run_sync(coro: Awaitable[Any]) -> Any:
 
 
 def weighted_total(scores: dict[str, Score], weights: dict[str, float]) -> float | None:
-    """Weighted sum of the scored components; ``None`` when none could be scored."""
-    scored = [(weights[n], s.value) for n, s in scores.items() if s.scored and n in weights]
+    """Weighted sum of the scored components; ``None`` when no component with a nonzero weight
+    could be scored (weight-0 metrics are reported, not rewarded, so they cannot make a total)."""
+    scored = [(weights[n], s.value) for n, s in scores.items() if s.scored and weights.get(n)]
     if not scored:
         return None
     return float(sum(w * v for w, v in scored))

@@ -34,8 +34,11 @@ What the classes do:
 run" and sums only the recorded rewards, and a reward method that raises fails the whole trace
 (``task_error``, excluded from training). rlplugs maps its rule onto that: an unscored component
 stays ``None`` on the trace with its reason in ``trace.info["unscored"]`` (the other components
-still count, as TRL's NaN-excluding sum does); a trace on which *no* component could be scored
-raises, so it is an errored rollout rather than a reward of 0.
+still count, as TRL's NaN-excluding sum does); a trace on which no component with a nonzero weight
+could be scored is an errored trace (``trace.record_error``) rather than a reward of 0. Episodes
+are played guarded (:func:`rlplugs.episode.guard`): an environment error in ``step``, a seat cut
+off by its turn or token limit, or the ``max_turns`` cap stops that sibling attempt alone, and
+its traces error with the reason while the other siblings are scored.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from verifiers.v1.harnesses.null import NullHarness
 from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
 from rlplugs.envspec import EnvSpec
+from rlplugs.episode import GuardedEpisode, guard
 from rlplugs.registry import closest, get_environment, get_registry
 from rlplugs.rewards import Sample, Score, Unscorable
 
@@ -109,10 +113,23 @@ def record_scores(trace: vf.Trace, scores: dict[str, Score], weights: dict[str, 
             trace.info.setdefault("unscored", {})[name] = score.reason
 
 
-def _require_some_score(trace: vf.Trace, env_name: str) -> None:
-    if not any(r is not None for r in trace.rewards.values()):
-        reasons = "; ".join(f"{k}: {v}" for k, v in trace.info.get("unscored", {}).items())
-        raise Unscorable(f"env '{env_name}': no reward component could be scored ({reasons})")
+def _without_reward(trace: vf.Trace, env_name: str, weights: dict[str, float]) -> Unscorable | None:
+    """The error for a trace on which no component with a nonzero weight was scored (weight-0
+    metrics are reported, not rewarded); ``None`` when the trace has a reward."""
+    if any(r is not None and weights.get(name) for name, r in trace.rewards.items()):
+        return None
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in trace.info.get("unscored", {}).items():
+        by_reason.setdefault(str(reason), []).append(name)
+    reasons = "; ".join(f"{reason} ({', '.join(names)})" for reason, names in by_reason.items())
+    return Unscorable(f"env '{env_name}': no weighted reward component could be scored: {reasons}")
+
+
+def _error_without_reward(trace: vf.Trace, env_name: str, weights: dict[str, float]) -> None:
+    """Error this trace alone when it has no reward (its siblings in the episode stay scored)."""
+    error = _without_reward(trace, env_name, weights)
+    if error is not None:
+        trace.record_error(error)
 
 
 # --- task -----------------------------------------------------------------------------------
@@ -138,7 +155,9 @@ class RowTask(vf.Task[RowData, vf.State, vf.TaskConfig]):
             scores = cache.pop(trace.id)
         record_scores(trace, {n: s for n, s in scores.items() if not s.scored}, spec.weights)
         if own and not any(c.group for c in spec.components):
-            _require_some_score(trace, data.env)
+            error = _without_reward(trace, data.env, spec.weights)
+            if error is not None:
+                raise error
 
 
 def _component_reward(name: str, weight: float):
@@ -262,13 +281,13 @@ class EpisodeEnv(vf.Env):
                     traces.append(trace)
         for trace, scores in zip(traces, await spec.ascore(samples)):
             record_scores(trace, scores, spec.weights)
-        for trace in traces:
-            _require_some_score(trace, data.env)
+            _error_without_reward(trace, data.env, spec.weights)
 
-    async def play(self, task: vf.Task, agents: vf.Agents, spec: EnvSpec) -> tuple[Any, dict[str, vf.Trace]]:
+    async def play(self, task: vf.Task, agents: vf.Agents, spec: EnvSpec) -> tuple[GuardedEpisode, dict[str, vf.Trace]]:
         """One episode: each seat's first turn opens its interaction with the seat's opening
-        observation as the prompt; later turns send only the messages new since its reply."""
-        episode = spec.episodes(dict(task.data.row))
+        observation as the prompt; later turns send only the messages new since its reply. An
+        error in ``step``, a seat cut off before the end, or ``max_turns`` stops this attempt."""
+        episode = guard(spec.episodes(dict(task.data.row)))
         interactions: dict[str, vf.Interaction] = {}
         seen: dict[str, int] = {}
         async with contextlib.AsyncExitStack() as stack:
@@ -290,12 +309,12 @@ class EpisodeEnv(vf.Env):
                         raise RuntimeError(f"env '{spec.name}': seat '{seat}' got no new message before its turn")
                     segment = await interactions[seat].turn(new)
                 if segment.terminated:
-                    raise RuntimeError(f"seat '{seat}' stopped (turn or token limit) before the episode ended")
-                episode.step(segment.last_reply)
+                    episode.stop(f"seat '{seat}' stopped (turn or token limit) before the episode ended")
+                    break
+                episode.step(segment.last_reply)  # guarded: an environment error stops the episode
                 seen[seat] = len(observation) + 1
             else:
-                if not episode.done:
-                    raise RuntimeError(f"episode did not end within max_turns={self.config.max_turns}")
+                episode.stop(f"episode did not end within max_turns={self.config.max_turns}")
         return episode, {seat: i.trace for seat, i in interactions.items()}
 
     async def finalize(self, task: vf.Task, episode: vf.Episode) -> None:
@@ -309,7 +328,7 @@ class EpisodeEnv(vf.Env):
         results = await spec.ascore([_sample(data, t.last_reply, group=0) for t in traces])
         for trace, scores in zip(traces, results):
             record_scores(trace, {c.name: scores[c.name] for c in group}, spec.weights)
-            _require_some_score(trace, data.env)
+            _error_without_reward(trace, data.env, spec.weights)
 
 
 @functools.cache

@@ -18,7 +18,8 @@ latest score, never by the game's true result (that would be an oracle, not a se
 Candidates are sampled at the guidance's ``temperature`` from a shallow copy of the policy (same
 weights); every other turn uses the policy as given (greedy in the benchmark). The played episode
 comes back wrapped in :class:`GuidedEpisode`, whose ``record()`` adds the trace: every candidate,
-its PRM score and which one was played.
+its PRM score and which one was played. Games are played guarded (:func:`rlplugs.episode.guard`):
+an environment error stops that game (its sample is then unscored), not the search of the others.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rlplugs.episode import BatchPolicy, Episode, Message
+from rlplugs.episode import BatchPolicy, Episode, Message, guard
 from rlplugs.prm.lockstep import advance_until_learner, finish
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,9 @@ class BestOfN:
         return self.play_all([episode], policy)[0]
 
     def play_all(self, episodes: Sequence[Episode], policy: BatchPolicy) -> list[GuidedEpisode]:
-        """Play several episodes at once: one candidate call and one PRM batch per round."""
+        """Play several episodes at once: one candidate call and one PRM batch per round. An error in
+        one episode's ``step`` stops that episode alone (played guarded)."""
+        episodes = [guard(ep) for ep in episodes]
         propose = sampler(policy, self.temperature)
         traces: list[list[dict[str, Any]]] = [[] for _ in episodes]
         for _ in range(self.max_turns):
@@ -145,7 +148,7 @@ class BeamSearch:
         """Search several episodes at once: the live beams of all of them share one candidate call
         and one PRM batch per iteration, and the best beams are finished together."""
         propose = sampler(policy, self.temperature)
-        searches = [[_Beam(ep.clone(), None, [])] for ep in episodes]
+        searches = [[_Beam(guard(ep.clone()), None, [])] for ep in episodes]  # an error stops one beam
         expansions: list[list[dict[str, Any]]] = [[] for _ in episodes]
         for iteration in range(self.iterations):
             advance_until_learner([b.episode for beams in searches for b in beams], policy, self.max_turns)

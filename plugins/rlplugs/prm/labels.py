@@ -19,8 +19,9 @@ protocol:
   the episode's outcome. One rollout per episode, but every turn of a lost game is blamed equally.
 
 The *outcome* of an episode is a weighted mean of its reward components (e.g. ``{"success": 1}``),
-clipped to [0, 1]. An episode whose outcome cannot be computed (an unscored component) gives no
-label; it is counted and logged, never turned into a 0.
+clipped to [0, 1]. An episode whose outcome cannot be computed (an unscored component, or an
+episode stopped by an error: every game here is played guarded, :func:`rlplugs.episode.guard`)
+gives no label; it is counted and logged, never turned into a 0.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlplugs.episode import BatchPolicy, Episode, Message
-from rlplugs.prm.lockstep import advance, advance_until_learner, finish
+from rlplugs.episode import BatchPolicy, Episode, Message, guard, stop_reason
+from rlplugs.prm.lockstep import advance_until_learner, finish
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,9 @@ Row = dict[str, Any]
 
 def outcome_value(episode: Episode, weights: Mapping[str, float]) -> float | None:
     """Weighted mean of the finished episode's components named in ``weights``, clipped to [0, 1];
-    ``None`` when one of them is unscored."""
+    ``None`` when one of them is unscored or an error stopped the episode."""
+    if stop_reason(episode) is not None:
+        return None
     scores = episode.scores()
     missing = [name for name in weights if name not in scores]
     if missing:
@@ -130,7 +133,7 @@ def monte_carlo_labels(
 def _main_rollouts(episodes: Sequence[Episode], policy: BatchPolicy, candidates: int, max_turns: int) -> list[dict]:
     """Play each episode once, sampling ``candidates`` turns at every learner turn (continuing
     with the first); return the branch points: state before the turn, context, candidates."""
-    games = [ep.clone() for ep in episodes]
+    games = [guard(ep.clone()) for ep in episodes]
     turns = [0] * len(games)
     branches: list[dict] = []
     for _ in range(max_turns):

@@ -4,7 +4,8 @@ Monte-Carlo labels finish hundreds of cloned episodes and beam search keeps seve
 playing them one by one would send the model one conversation at a time. Here every round
 collects the observation of each unfinished episode (whatever seat is to move) and answers them
 all with a single :meth:`~rlplugs.episode.BatchPolicy.generate` call, which is what keeps a GPU
-busy.
+busy. Callers pass guarded episodes (:func:`rlplugs.episode.guard`), so an error in one
+episode's ``step`` stops that episode instead of the whole batch.
 """
 
 from __future__ import annotations

@@ -119,6 +119,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from rlplugs.cli import UsageError, build_env
+    from rlplugs.episode import guard
     from rlplugs.policies import HFPolicy
     from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
     from rlplugs.prm.lockstep import finish
@@ -142,7 +143,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         task = progress.add_task(f"labelling {spec.name} ({args.method})", total=len(rows))
         for start in range(0, len(rows), args.chunk):
             chunk = rows[start : start + args.chunk]
-            episodes = [spec.episodes(row) for row in chunk]
+            episodes = [guard(spec.episodes(row)) for row in chunk]  # an error stops one game, not the run
             if args.method == "outcome":
                 finish(episodes, policy)
                 new = outcome_labels(episodes, weights)

@@ -13,8 +13,13 @@ next turn from exactly that sequence. So the training sequence is what the model
 chat templates that re-render history differently (Qwen's drop earlier ``<think>`` blocks).
 ``max_completion_length`` caps the whole multi-turn completion, as in TRL's own tool loop, and
 ``generation_kwargs={"max_new_tokens": N}`` caps one turn; an episode whose trained seat runs out
-of budget stops and is scored as it stands (components decide whether an unfinished episode is
-unscorable).
+of budget stops and is scored as it stands (the model's own doing: components decide whether an
+unfinished episode is unscorable).
+
+**Errors.** Episodes are played guarded (:func:`rlplugs.episode.guard`): an environment or judge
+error in ``step`` stops that episode alone, and so does running past ``max_turns`` rounds; every
+reward component of a stopped episode is then unscored with the reason (``None`` for TRL, left out
+of the loss), never the zeros of an episode scored as it stands.
 
 Seats other than the trained one (opponents in a game) are played by the same model (self-play);
 which seat a row trains is its ``seat`` column, else the episode's first trained seat. The finished
@@ -35,7 +40,7 @@ from typing import Any
 import torch
 
 from rlplugs.envspec import EnvSpec
-from rlplugs.episode import Episode
+from rlplugs.episode import GuardedEpisode, guard
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,7 @@ class _SeatRecord:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     messages_seen: int = 0
-    stopped: bool = False
+    out_of_budget: bool = False  # the trained seat spent the multi-turn token budget
 
 
 class ChatRenderer:
@@ -114,19 +119,21 @@ class EpisodeRollout:
         rows = self.trainer.rollout_rows
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("episode rollouts need the batch rows: train with rlplugs.trl.trainer.EnvGRPOTrainer")
-        episodes: list[Episode] = [self.spec.episodes(dict(row)) for row in rows]
+        episodes = [guard(self.spec.episodes(dict(row))) for row in rows]
         records = [_SeatRecord(seat=row.get("seat") or ep.trained_seats[0]) for row, ep in zip(rows, episodes)]
         for turn in range(self.max_turns + 1):
-            pending = [i for i, (ep, rec) in enumerate(zip(episodes, records)) if not ep.done and not rec.stopped]
+            pending = [i for i, (ep, rec) in enumerate(zip(episodes, records)) if not ep.done and not rec.out_of_budget]
             if not pending:
                 break
             if turn == self.max_turns:
                 log.warning("%d episodes still running after %d turns; stopping them", len(pending), self.max_turns)
+                for i in pending:
+                    episodes[i].stop(f"episode did not end within the rollout's {self.max_turns} rounds")
                 break
             self._play_round(pending, episodes, records)
         return self._output(episodes, records)
 
-    def _play_round(self, pending: list[int], episodes: list[Episode], records: list[_SeatRecord]) -> None:
+    def _play_round(self, pending: list[int], episodes: list[GuardedEpisode], records: list[_SeatRecord]) -> None:
         contexts, limits, active = [], [], []
         for i in pending:
             ep, rec = episodes[i], records[i]
@@ -134,7 +141,7 @@ class EpisodeRollout:
                 ids = self._extend_record(rec, ep.observation())
                 left = self.budget - len(rec.completion_ids)
                 if left <= 0:
-                    rec.stopped = True
+                    rec.out_of_budget = True
                     continue
             else:
                 ids, left = self.render.ids(ep.observation()), self.budget
@@ -150,16 +157,11 @@ class EpisodeRollout:
                 rec.env_mask += [1] * len(new_ids)
                 if not new_ids or new_ids[-1] not in self.eos_ids:
                     if len(rec.completion_ids) >= self.budget:
-                        rec.stopped = True  # the whole multi-turn budget is spent
+                        rec.out_of_budget = True  # the whole multi-turn budget is spent
                     else:  # cut by the per-turn limit: close the turn as the template would, outside the loss
                         rec.completion_ids.append(self.render.tokenizer.eos_token_id)
                         rec.env_mask.append(0)
-            text = self.render.tokenizer.decode(new_ids, skip_special_tokens=True)
-            try:
-                ep.step(text)
-            except Exception as exc:  # noqa: BLE001 - a broken episode is scored as it stands, not a crash
-                log.warning("episode step failed (%s: %s); stopping that episode", type(exc).__name__, exc)
-                rec.stopped = True
+            ep.step(self.render.tokenizer.decode(new_ids, skip_special_tokens=True))  # guarded: an error stops it
 
     def _extend_record(self, rec: _SeatRecord, observation: list[dict[str, Any]]) -> list[int]:
         """Add what the environment said since the seat's last reply; return the full context."""
@@ -209,7 +211,7 @@ class EpisodeRollout:
             results.append(row[: end + 1] if end is not None else row)
         return results
 
-    def _output(self, episodes: list[Episode], records: list[_SeatRecord]) -> dict[str, list[Any]]:
+    def _output(self, episodes: list[GuardedEpisode], records: list[_SeatRecord]) -> dict[str, list[Any]]:
         prompt_ids, completion_ids, env_mask = [], [], []
         for ep, rec in zip(episodes, records):
             if rec.prompt_ids is None:  # the trained seat never got a turn

@@ -1,4 +1,4 @@
-"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the two things rlplugs adds around its generation step.
+"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the three things rlplugs adds around its generation step.
 
 1. **Zero-spread filter** (``filter_zero_spread_groups``). A group whose rewards are all equal has
    zero advantage everywhere, so it contributes no gradient; yet TRL keeps its tokens in the loss
@@ -10,7 +10,12 @@
    recomputes ``num_items_in_batch`` over all processes. Batch shapes stay the same, so nothing
    downstream changes; the training loop itself is untouched.
 
-2. **Row access for rollouts.** TRL's ``rollout_func(prompts, trainer)`` receives only the
+2. **No reward from metrics alone.** TRL leaves a completion out of the group baseline (advantage 0)
+   only when *every* reward function returned ``None``; a completion whose weighted components
+   were all unscored but whose weight-0 metrics were scored would get a total of 0 and be trained
+   on. ``_calculate_rewards`` marks such rows unscored in every column first.
+
+3. **Row access for rollouts.** TRL's ``rollout_func(prompts, trainer)`` receives only the
    prompts, but an episode is started from its whole dataset row; the rows of the batch being
    generated are exposed as :attr:`EnvGRPOTrainer.rollout_rows` for the duration of the call.
 
@@ -27,6 +32,18 @@ from trl import GRPOTrainer
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
+
+
+def without_unweighted_totals(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``rewards_per_func`` with every value of a row set to NaN when none of its nonzero-weight
+    columns was scored: weight-0 columns are metrics, and cannot make a reward on their own."""
+    weighted = weights.to(rewards_per_func.device) != 0
+    if not weighted.any():
+        return rewards_per_func
+    no_reward = torch.isnan(rewards_per_func[:, weighted]).all(dim=1)
+    out = rewards_per_func.clone()
+    out[no_reward] = torch.nan
+    return out
 
 
 def zero_spread_rows(
@@ -67,7 +84,9 @@ class EnvGRPOTrainer(GRPOTrainer):
                 bind(self)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards_per_func = without_unweighted_totals(
+            super()._calculate_rewards(inputs, prompts, completions, completion_ids_list), self.reward_weights
+        )
         if self.filter_zero_spread_groups and self.model.training:
             self._zero_spread = zero_spread_rows(
                 rewards_per_func,

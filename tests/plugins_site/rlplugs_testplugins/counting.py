@@ -3,6 +3,11 @@
 The environment asks for a number each turn, three turns; ``digits`` = share of turns whose
 reply contains a digit, ``final_len`` = 1 if the last reply is under 40 characters. Cheap and
 deterministic, so adapters (TRL rollouts, verifiers Env, guidance) can be tested on it.
+
+``fail_starts`` makes the episodes of those rows (by ``start``) raise in ``step`` on their second
+turn, as an environment whose judge crashes would. Such an episode scores its replies so far
+when asked, as an environment that cannot tell an interrupted episode from a finished one would
+(matrl's "no submission" zeros): the adapters must not ask.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from rlplugs.rewards import RewardComponent, Sample, Score
 class CountConfig(StrictConfig):
     rows: int = 8
     turns: int = 3
+    fail_starts: list[int] = []
 
 
 class CountEpisode:
@@ -30,8 +36,9 @@ class CountEpisode:
 
     trained_seats = ("agent",)
 
-    def __init__(self, start: int, turns: int):
+    def __init__(self, start: int, turns: int, faulty: bool = False):
         self.turns = turns
+        self.faulty = faulty
         self.replies: list[str] = []
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": "You count."},
@@ -52,6 +59,8 @@ class CountEpisode:
     def step(self, text: str) -> StepResult:
         if self.done:
             raise RuntimeError("episode is over")
+        if self.faulty and len(self.replies) == 1:
+            raise RuntimeError("judge crashed (simulated fault)")
         self.replies.append(text)
         self.messages.append({"role": "assistant", "content": text})
         if not self.done:
@@ -59,7 +68,7 @@ class CountEpisode:
         return StepResult(done=self.done)
 
     def scores(self) -> dict[str, Score]:
-        if not self.done:
+        if not self.done and not self.faulty:
             return {"digits": Score(None, "episode not finished"), "final_len": Score(None, "episode not finished")}
         digits = sum(any(c.isdigit() for c in r) for r in self.replies) / len(self.replies)
         return {"digits": Score(digits), "final_len": Score(float(len(self.replies[-1]) < 40))}
@@ -83,7 +92,7 @@ def _from_episode(name: str):
 
 def build(config: CountConfig) -> EnvSpec:
     def episodes(row: dict[str, Any]) -> CountEpisode:
-        return CountEpisode(int(row["start"]), config.turns)
+        return CountEpisode(int(row["start"]), config.turns, int(row["start"]) in config.fail_starts)
 
     def rows(n: int, offset: int) -> Dataset:
         out = []
