@@ -5,6 +5,7 @@ verifiers v1 taskset, whose Env plays sibling attempts so group components compa
 from __future__ import annotations
 
 import asyncio
+import json
 import pickle
 
 import pytest
@@ -30,7 +31,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_trl_reward_functions_score_gathered_episodes_per_component():
     spec = build_env(MatrlConfig(relax_steps=6, elastic_judge=False))
-    row = spec.dataset("validation")[0]
+    row = next(r for r in spec.dataset("validation") if r["task"] == "space_group")
+    row = {**row, "target": json.dumps({"space_group": 225})}  # rock salt's group, so NaCl meets the condition
     episodes = [play(spec.episodes(row), ReplayPolicy([submit(s)])) for s in (NACL, NACL, OVERLAP)]
     gathered = [pickle.loads(pickle.dumps(ep)) for ep in episodes]  # what accelerate's gather_object does
     assert gathered[0].evaluator is None and gathered[0].record()["submission"] == episodes[0].record()["submission"]

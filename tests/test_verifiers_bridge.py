@@ -110,7 +110,7 @@ def test_episode_stopped_by_an_error_errors_its_traces_and_the_other_tasks_are_s
     env = {"taskset": {"id": "count-test", "split": "train", "rows": 2, "fail_starts": [1]}, "n": 2}
     episodes, _ = run_vf_eval(tmp_path, monkeypatch, env, limit=2)
     by_start = {e.task.data.row["start"]: e for e in episodes}
-    assert by_start[0].ok, by_start[0].errors
+    assert by_start[0].ok, [(t.ok, t.errors, t.rewards) for t in by_start[0].traces]
     assert [t.rewards["digits"].score for t in by_start[0].traces] == [1.0, 1.0]
     faulty = by_start[1]
     assert not faulty.ok and len(faulty.traces) == 2  # both attempts kept, each errored with the reason
