@@ -21,7 +21,7 @@ TRL = str(Path(sys.executable).with_name("trl"))
 
 
 def test_grpo_yaml_mirrors_the_card():
-    (script, train, model, _), spec = parse_with_env_defaults(
+    (script, train, model, _), spec, *_ = parse_with_env_defaults(
         make_grpo_parser(), ["--config", str(ROOT / "configs/trl/factorio-build-grpo.yaml"), "--bf16", "false"]
     )
     assert spec.name == "factorio-build" and script.filter_zero_spread_groups
@@ -34,8 +34,8 @@ def test_grpo_yaml_mirrors_the_card():
 
 
 def test_sft_yaml_selects_a_warmstart_set():
-    (script, train, _, _), spec = parse_with_env_defaults(
-        make_sft_parser(), ["--config", str(ROOT / "configs/trl/factorio-build-sft.yaml"), "--bf16", "false"], strict=False
+    (script, train, _, _), spec, *_ = parse_with_env_defaults(
+        make_sft_parser(), ["--config", str(ROOT / "configs/trl/factorio-build-sft.yaml"), "--bf16", "false"]
     )
     assert script.sft_dataset in spec.sft_datasets and train.assistant_only_loss
 
