@@ -153,3 +153,27 @@ def test_group_component_compares_sibling_attempts_in_env_finalize(tmp_path, mon
     assert by_reply["third"].rewards["distinct"].score == 1.0 and by_reply["third"].rewards["distinct"].weight == 2.0
     assert [t.rewards["distinct"].score for t in episode.traces].count(0.0) == 2
     assert by_reply["third"].rewards["length"].score == 5.0  # per-trace component scored by the Task
+
+
+def test_vf_eval_scores_16_concurrent_reference_rollouts_each_1_1(tmp_path, monkeypatch):
+    """The README's ``vf-eval factorio-build --env.agent.runtime.type subprocess`` at its default
+    concurrency: the 16 rollouts share one chat-program script, which must never be read while
+    being rewritten (it was, and 4-5 of 16 rollouts ran nothing and scored 0 as valid)."""
+    import json
+    from pathlib import Path
+
+    from factorio_build import reference
+
+    monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
+    with serve_policy(reference.reference_policy, idle_timeout_s=600) as server:
+        proc = subprocess.run(
+            [str(Path(sys.executable).with_name("vf-eval")), "factorio-build", "--env.agent.runtime.type", "subprocess",
+             "--no-push", "-m", "scripted", "--client.base-url", server.base_url, "--client.api-key-var", "RLPLUGS_TEST_KEY",
+             "--env.taskset.split", "holdout", "--env.taskset.eval-rows", "16", "-n", "16", "-o", str(tmp_path)],
+            capture_output=True, text=True, timeout=1200,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    [traces] = tmp_path.rglob("traces.jsonl")
+    records = [json.loads(line) for line in traces.read_text().splitlines()]
+    rewards = [round(sum(r["score"] * r["weight"] for r in t["rewards"].values() if r), 6) for t in records]
+    assert rewards == [1.1] * 16
