@@ -183,12 +183,22 @@ def read_config_file(argv: list[str]) -> dict[str, Any] | None:
         raise LaunchError(f"config file {path} is not valid YAML ({problem}{at})") from None
     if not isinstance(config, dict):
         raise LaunchError(f"config file {path} must be a YAML mapping of option: value, not a {type(config).__name__}")
-    if "env" in config and not isinstance(config["env"], dict):
-        raise LaunchError(
-            f"config file {path}: `env: {config['env']}` is TRL's map of environment variables; "
-            f"name the rlplugs environment with `environment: {config['env']}`"
-        )
     return config
+
+
+def names_env_in_env_key(config: dict[str, Any]) -> bool:
+    """A YAML that names the environment under ``env:``, TRL's map of environment variables."""
+    return "env" in config and not isinstance(config["env"], dict)
+
+
+def check_config_file(argv: list[str]) -> None:
+    """:func:`read_config_file`, and ``env: NAME`` answered with the key to use instead."""
+    config = read_config_file(argv) or {}
+    if names_env_in_env_key(config):
+        raise LaunchError(
+            f"config file {argv[argv.index('--config') + 1]}: `env: {config['env']}` is TRL's map of environment "
+            f"variables; name the rlplugs environment with `environment: {config['env']}`"
+        )
 
 
 def parser_options(parser: TrlParser) -> set[str]:
@@ -281,7 +291,7 @@ def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) ->
     import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    read_config_file(argv)
+    check_config_file(argv)
     machine = machine_defaults()
     parser.set_defaults_with_config(**machine)
     script_args = parser.parse_args_and_config(argv, return_remaining_strings=True)[0]
@@ -291,7 +301,7 @@ def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) ->
         for name in script_args.fixups or []:
             get_registry().get("checkpoint_fixup", name)
         check_recommendations(spec)
-        parser.set_defaults_with_config(**spec.trainer_defaults, **spec.model_defaults, **machine)
+        parser.set_defaults_with_config(**{**spec.trainer_defaults, **spec.model_defaults, **machine})
     *args, config_rest, cli_rest = parser.parse_args_and_config(
         argv, return_remaining_strings=True, separate_remaining_strings=True
     )

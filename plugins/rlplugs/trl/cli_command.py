@@ -24,16 +24,13 @@ def names_environment(argv: list[str]) -> bool:
     is left to the stock command to report."""
     if any(a in ENV_FLAGS or a.startswith(tuple(f + "=" for f in ENV_FLAGS)) for a in argv):
         return True
-    if "--config" in argv and argv.index("--config") + 1 < len(argv):
-        import yaml
+    from rlplugs.trl.arguments import LaunchError, names_env_in_env_key, read_config_file
 
-        try:
-            with open(argv[argv.index("--config") + 1]) as f:
-                config = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError):
-            return False
-        return isinstance(config, dict) and bool(config.get("environment") or isinstance(config.get("env"), str))
-    return False
+    try:
+        config = read_config_file(argv) or {}
+    except LaunchError:
+        return False
+    return bool(config.get("environment")) or names_env_in_env_key(config)
 
 
 class EnvTrainingCommand(TrainingCommand):
