@@ -6,6 +6,7 @@ scenes / all scenes, per family) through :func:`rlplugs.evaluation.evaluate_to_d
 The same as ``rlplugs eval --env factorio-build --policy reference --out DIR``.
 
     python examples/factorio_build_reference_eval.py --out outputs/factorio-build-eval
+    python examples/factorio_build_reference_eval.py --rows 2 --samples 1   # a quick look
 """
 
 from __future__ import annotations
@@ -19,14 +20,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="outputs/factorio-build-eval")
     parser.add_argument("--splits", nargs="+", default=["validation", "holdout"])
+    parser.add_argument("--rows", type=int, help="rows per split (default: the protocol's 16)")
+    parser.add_argument("--samples", type=int, help="samples per row (default: the protocol's 4)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from rlplugs.evaluation import evaluate_to_dir
+    from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
     from rlplugs.registry import get_environment
 
     spec = get_environment("factorio-build")
-    report, path = evaluate_to_dir(spec, args.splits, spec.reference_policy, args.out, policy_name="reference", progress=True)
+    protocol = protocol_overrides(spec.eval, rows=args.rows, samples_per_row=args.samples)
+    report, path = evaluate_to_dir(
+        spec, args.splits, spec.reference_policy, args.out, protocol=protocol, policy_name="reference", progress=True
+    )
     sys.stdout.write(f"report: {path / 'report.md'}\n")
 
 

@@ -21,4 +21,6 @@ model=$(.venv/bin/python -c "from rlplugs.tiny_models import tiny_qwen35_dir; pr
 
 echo
 echo "GRPO checkpoint: runs/quickstart-grpo"
+echo "  The tiny model has random weights: it writes no program, so its GRPO run scores 0 on every sample"
+echo "  (rewards/success/mean 0), as expected. The reference eval below shows what a solved row scores."
 echo "Evaluation report: runs/quickstart-eval/report.md (numbers in runs/quickstart-eval/report.json)"

@@ -29,6 +29,7 @@ def test_list_shows_registered_envs_with_their_plugin_and_reports_broken_plugin(
     assert envs["count-test"]["summary"].startswith("say-a-number")
     broken = {b["name"]: b for b in listing["broken"]}
     assert "broken on purpose" in broken["broken-test"]["error"]
+    assert "did you mean 'rlplugs_register_environments'?" in broken["misspelled-test"]["error"]
 
 
 def test_list_table_names_broken_plugin(plugin_env):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 
 import pytest
@@ -100,6 +101,31 @@ def test_report_files_breakdown_pictures_and_env_renders(tmp_path):
     assert {"components_validation.png", "success_by_row_id_validation.png"} <= set(split["pictures"])
     assert "| letters | 1.000 | 0 |" in (out / "report.md").read_text()
     assert len((out / "samples.jsonl").read_text().splitlines()) == 6
+
+
+def test_report_links_resolve_from_report_md_with_a_relative_out_and_samples_of_one_row_keep_their_renders(
+    tmp_path, monkeypatch
+):
+    """``rlplugs eval --out runs/eval`` from elsewhere: every link in report.md must resolve from
+    report.md's own folder, and an env naming its pictures after the row (as factorio-build and
+    matrl do) must not have a row's samples overwrite each other's."""
+
+    def render(sample, out_dir):
+        path = out_dir / f"row_{sample.row['row_id']}.txt"
+        path.write_text(sample.completion)
+        return [path]
+
+    monkeypatch.chdir(tmp_path)
+    spec = dataclasses.replace(get_environment("letters-test"), render=render)
+    protocol = protocol_overrides(spec.eval, rows=1, samples_per_row=3)
+    policy = iter(["first", "second", "third"]).__next__
+    evaluate_to_dir(spec, ["validation"], lambda messages: policy(), "runs/eval", protocol=protocol, render=3)
+    report_md = tmp_path / "runs" / "eval" / "report.md"
+    links = re.findall(r"\]\(([^)]+)\)", report_md.read_text())
+    renders = [link for link in links if link.endswith(".txt")]
+    assert len(renders) == 3 and all(not link.startswith("runs/") for link in links)
+    assert sorted((report_md.parent / link).read_text() for link in renders) == ["first", "second", "third"]
+    assert all((report_md.parent / link).exists() for link in links)
 
 
 def test_failing_render_is_noted_not_fatal(tmp_path):

@@ -21,6 +21,17 @@ def test_broken_plugin_is_reported_by_name_and_others_still_load():
     assert "letters-test" in reg.table("environment")
 
 
+def test_misspelled_hook_makes_the_plugin_broken_naming_the_closest_hook():
+    reg = Registry()
+    broken = {b.name: b for b in reg.broken}
+    assert "unknown hook 'rlplugs_register_enviroments' (did you mean 'rlplugs_register_environments'?)" in (
+        broken["misspelled-test"].error
+    )
+    assert "misspelled-test" not in reg.table("environment")
+    assert not reg.pm.has_plugin("misspelled-test")  # unregistered: the pending hook is gone with it
+    reg.pm.check_pending()
+
+
 def test_unknown_environment_lists_known_names_and_closest_match():
     reg = Registry()
     with pytest.raises(UnknownPluginError) as err:

@@ -166,3 +166,57 @@ def test_group_component_compares_sibling_attempts_in_env_finalize(tmp_path, mon
     assert by_reply["third"].rewards["distinct"].score == 1.0 and by_reply["third"].rewards["distinct"].weight == 2.0
     assert [t.rewards["distinct"].score for t in episode.traces].count(0.0) == 2
     assert by_reply["third"].rewards["length"].score == 5.0  # per-trace component scored by the Task
+
+
+def test_the_shared_chat_program_script_is_written_once_and_never_rewritten(tmp_path, monkeypatch):
+    """Rollouts start the same script while later rollouts prepare it: a rewrite in place (what
+    the runtime's own ``write`` does) lets a starting interpreter read an empty file."""
+    from verifiers.v1.runtimes import subprocess as runtimes
+
+    from rlplugs.verifiers_bridge import _ThisInterpreter
+
+    monkeypatch.setattr(runtimes, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(runtimes.SubprocessRuntime, "scripts_dir", str(tmp_path / "scripts"))
+    local = runtimes.SubprocessRuntime(runtimes.SubprocessConfig())
+    asyncio.run(local.start())
+    runtime = _ThisInterpreter(local)
+    script = "print('hello from the chat program')\n" * 100
+
+    async def prepare_many() -> list[list[str]]:
+        return await asyncio.gather(*(runtime.prepare_uv_script(script) for _ in range(16)))
+
+    commands = asyncio.run(prepare_many())
+    assert all(c == [sys.executable, commands[0][1]] for c in commands)
+    path = tmp_path / "scripts" / commands[0][1].rsplit("/", 1)[1]
+    assert path.read_text() == script and [p.name for p in path.parent.iterdir()] == [path.name]  # no temp left
+    before = path.stat()
+    asyncio.run(prepare_many())
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not touched again
+    out = subprocess.run(commands[0], capture_output=True, text=True, timeout=60)
+    assert out.stdout.count("hello from the chat program") == 100
+
+
+def test_vf_eval_scores_16_concurrent_reference_rollouts_each_1_1(tmp_path, monkeypatch):
+    """The README's ``vf-eval factorio-build --env.agent.runtime.type subprocess`` at its default
+    concurrency: the 16 rollouts share one chat-program script, which must never be read while
+    being rewritten (it was, and 4-5 of 16 rollouts ran nothing and scored 0 as valid)."""
+    import json
+    from pathlib import Path
+
+    from factorio_build import reference
+
+    monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
+    with serve_policy(reference.reference_policy, idle_timeout_s=600) as server:
+        proc = subprocess.run(
+            [str(Path(sys.executable).with_name("vf-eval")), "factorio-build", "--env.agent.runtime.type", "subprocess",
+             "--no-push", "-m", "scripted", "--client.base-url", server.base_url, "--client.api-key-var", "RLPLUGS_TEST_KEY",
+             "--env.taskset.split", "holdout", "--env.taskset.eval-rows", "16", "-n", "16", "-o", str(tmp_path)],
+            capture_output=True, text=True, timeout=1200,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    [traces] = tmp_path.rglob("traces.jsonl")
+    episodes = [json.loads(line) for line in traces.read_text().splitlines()]
+    assert len(episodes) == 16 and all(e["ok"] and len(e["traces"]) == 1 for e in episodes)
+    rewards = [sum(r["score"] * r["weight"] for r in e["traces"][0]["rewards"].values()) for e in episodes]
+    assert [round(r, 6) for r in rewards] == [1.1] * 16

@@ -64,7 +64,13 @@ class EnvSpec:
     scorer: BatchScorer | None = None
     episodes: EpisodeFactory | None = None
     eval: EvalProtocol = field(default_factory=EvalProtocol)
+    # What the environment recommends to the TRL adapter, in TRL's option names (the only adapter
+    # that reads them; prime-rl configs are the user's). Applied beneath the user's YAML and
+    # command line, and checked before launch: a name no rlplugs TRL command has is an error.
+    # trainer_defaults: GRPOConfig/SFTConfig options (num_generations, temperature, ...), chat-template
+    # options as chat_template_kwargs={"enable_thinking": ...}, episode limits as max_episode_turns.
     trainer_defaults: dict[str, Any] = field(default_factory=dict)
+    # model_defaults: TRL ModelConfig options (lora_target_modules, lora_r, dtype, ...).
     model_defaults: dict[str, Any] = field(default_factory=dict)
     sft_datasets: dict[str, Callable[[], Any]] = field(default_factory=dict)
     reference_policy: Policy | None = None
@@ -94,13 +100,17 @@ class EnvSpec:
             raise KeyError(f"env '{self.name}' has no split '{split}'; splits: {', '.join(self.datasets)}")
         return self.datasets[split]()
 
-    def sft_dataset(self, name: str | None = None):
+    def sft_dataset_name(self, name: str | None = None) -> str:
+        """``name``, or the first SFT dataset when None; an error naming the choices otherwise."""
         if not self.sft_datasets:
             raise KeyError(f"env '{self.name}' has no SFT dataset")
         name = name or next(iter(self.sft_datasets))
         if name not in self.sft_datasets:
             raise KeyError(f"env '{self.name}' has no SFT dataset '{name}'; choose from {', '.join(self.sft_datasets)}")
-        return self.sft_datasets[name]()
+        return name
+
+    def sft_dataset(self, name: str | None = None):
+        return self.sft_datasets[self.sft_dataset_name(name)]()
 
     def with_components(self, extra: Sequence[RewardComponent]) -> EnvSpec:
         """A copy with more components (e.g. registered ones named on the command line)."""

@@ -3,7 +3,9 @@
 Why not ``PluginManager.load_setuptools_entrypoints``: it stops at the first plugin that fails
 to import. A researcher with one broken third-party plugin installed must still be able to train
 with the others, so each entry point is loaded on its own; a failure is recorded as a
-:class:`BrokenPlugin` (shown by ``rlplugs list``, logged once) and the rest load.
+:class:`BrokenPlugin` (shown by ``rlplugs list``, logged once) and the rest load. A plugin whose
+hook name matches no hook specification (a typo: it would register nothing, silently) is such a
+failure too, found with pluggy's ``check_pending`` and named with the closest hook.
 
 Lookups by name (``get_environment("factorio-bild")``) fail with the registered names and the
 closest matches, as gymnasium's ``make`` does.
@@ -119,8 +121,7 @@ class Registry:
             return  # the same distribution seen twice on sys.path
         self._dists[ep.name] = ep.dist
         try:
-            plugin = ep.load()
-            self.pm.register(plugin, name=ep.name)
+            self.register(ep.load(), name=ep.name)
         except Exception as exc:  # noqa: BLE001 - any failure of a third party is reported, not fatal
             self._broken(ep.name, ep.value, exc)
 
@@ -144,9 +145,23 @@ class Registry:
         return ""
 
     def register(self, plugin: object, name: str) -> None:
-        """Register an already imported plugin object (used by tests and embedding code)."""
+        """Register an imported plugin object; a hook name that is no rlplugs hook unregisters it
+        again and raises ``pluggy.PluginValidationError`` naming the closest hook."""
         self.pm.register(plugin, name=name)
-        self._tables.clear()
+        self._tables = {}
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError:
+            unknown = [c.name for c in self.pm.get_hookcallers(plugin) or [] if not c.has_spec()]
+            self.pm.unregister(plugin)
+            hooks = [n for n in dir(hookspecs) if n.startswith("rlplugs_")]
+            parts = []
+            for hook in unknown:
+                hint = closest(hook, hooks, n=1)
+                parts.append(f"'{hook}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+            raise pluggy.PluginValidationError(
+                plugin, f"unknown hook {', '.join(parts)}: not in rlplugs.hookspecs, so the plugin would register nothing"
+            ) from None
 
     def table(self, kind: Kind) -> dict[str, Registration]:
         """All registrations of one kind, by name, each tagged with the plugin that made it."""

@@ -137,17 +137,27 @@ def plot_components(split: str, records: list[dict[str, Any]], out: Path) -> Pat
     return path
 
 
+def link(path: str | Path, out: Path) -> str:
+    """``path`` as report.md in ``out`` links it: relative to ``out`` when inside it (whatever the
+    working directory, ``--out`` relative or not), absolute otherwise."""
+    path, out = Path(path).resolve(), out.resolve()
+    return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
+
+
 def render_samples(spec: EnvSpec, split: str, samples: list[Any], count: int, out: Path) -> tuple[list[str], list[str]]:
-    """The env's own pictures of the first ``count`` samples; failures are returned, not raised."""
+    """The env's own pictures of the first ``count`` samples; failures are returned, not raised.
+
+    Each sample draws into its own folder (``renders/<split>/sample-<i>``): environments name
+    their files after the row, and the samples of one row would overwrite each other."""
     if spec.render is None or count <= 0:
         return [], []
-    folder = out / "renders" / split
-    folder.mkdir(parents=True, exist_ok=True)
     files: list[str] = []
     errors: list[str] = []
     for i, sample in enumerate(samples[:count]):
+        folder = out / "renders" / split / f"sample-{i}"
+        folder.mkdir(parents=True, exist_ok=True)
         try:
-            files += [str(Path(f).relative_to(out)) if Path(f).is_absolute() and Path(f).is_relative_to(out) else str(f) for f in spec.render(sample, folder) or []]
+            files += [link(f, out) for f in spec.render(sample, folder) or []]
         except Exception as exc:  # noqa: BLE001 - a picture is never worth losing the report
             errors.append(f"sample {i}: {type(exc).__name__}: {exc}")
             log.warning("render of sample %d failed: %s", i, exc)

@@ -1,30 +1,36 @@
-"""Command-line arguments of ``rlplugs grpo`` / ``trl grpo --env`` (and the SFT variants).
+"""Command-line arguments of ``rlplugs grpo`` / ``trl grpo --env`` (and the SFT variants), and
+every check that can run before ``accelerate launch``.
 
 TRL's parsers are dataclass-backed (:class:`trl.TrlParser`): every option here is a documented
 dataclass field, so ``--help``, ``--config`` YAML files and the command line come for free. Our
 fields extend TRL's own script arguments, so every stock ``trl grpo`` flag keeps working.
 
-Two details shape this module:
+Three details shape this module:
 
 - the YAML key ``env:`` is taken by TRL (it exports environment variables), so the field is
   called ``environment`` with the CLI alias ``--env``;
-- an environment's ``trainer_defaults``/``model_defaults`` must apply only where the user set
-  nothing. :func:`parse_with_env_defaults` installs them as parser *defaults* before parsing, so
-  a YAML config (which TRL also applies as defaults, later) and the command line both override
-  them, and no option needs to be compared against its dataclass default.
+- defaults come in layers, lowest first: TRL's, the environment's recommendations
+  (``EnvSpec.trainer_defaults``/``model_defaults``, in TRL option names), the machine's (no
+  accelerator: CPU in float32, where TRL would default to bf16 and transformers refuse it), then
+  the user's YAML and command line. :func:`parse_training_args` installs the first layers as
+  parser *defaults*, so YAML and CLI override them without comparing anything to a default;
+- the launcher's parent process runs the same parse as every training process, so a misnamed
+  recommendation, a missing model, an unknown SFT set or a malformed YAML fails there in one
+  line (:class:`LaunchError` and the other ``ValueError``/``LookupError``), before any process starts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, ScriptArguments, SFTConfig, TrlParser
 from trl.scripts.grpo import GRPOScriptArguments
 
 from rlplugs.config import parse_json_options
 from rlplugs.envspec import EnvSpec
-from rlplugs.registry import get_environment, get_registry
+from rlplugs.registry import closest, get_environment, get_registry
 from rlplugs.rewards import RewardComponent
 
 
@@ -111,20 +117,6 @@ def make_sft_parser(prog: str | None = None) -> TrlParser:
     return TrlParser((EnvSFTScriptArguments, SFTConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
 
 
-def check_environment(args: EnvArguments) -> None:
-    """Fail fast, before anything is launched, on an unknown environment, option, extra reward or fixup."""
-    from rlplugs.config import validate_options
-
-    reg = get_registry().get("environment", args.environment)
-    if reg.config is not None:
-        validate_options(reg.config, dict(args.env_args or {}), owner=reg.name)
-    elif args.env_args:
-        reg.build(args.env_args)  # raises: the environment takes no options
-    extra_components(args)
-    for name in args.fixups or []:
-        get_registry().get("checkpoint_fixup", name)
-
-
 def extra_components(args: EnvArguments) -> list[RewardComponent]:
     """The registered components named with ``--extra_rewards NAME[:WEIGHT]``, built with their
     ``--extra_reward_args`` options."""
@@ -153,18 +145,172 @@ def build_env_spec(args: EnvArguments) -> EnvSpec:
     return spec.with_components(extra) if extra else spec
 
 
-def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None, strict: bool = True):
-    """Parse twice: once to learn the environment, then with its defaults installed beneath the
-    user's YAML config and command line. Returns the parsed dataclasses and the EnvSpec (or None).
+class LaunchError(ValueError):
+    """Bad input to a training command, found before launch; shown as one line, exit code 2."""
 
-    ``strict``: a default naming an option this trainer lacks is an error (GRPO, which env
-    defaults are written for); otherwise it is skipped (SFT shares only some options)."""
-    first = parser.parse_args_and_config(argv, fail_with_unknown_args=False)
-    script_args = first[0]
-    if not script_args.environment:
-        return first, None
-    spec = build_env_spec(script_args)
-    unused = parser.set_defaults_with_config(**spec.trainer_defaults, **spec.model_defaults)
-    if unused and strict:
-        raise ValueError(f"env '{spec.name}' sets defaults for options this trainer does not have: {unused[::2]}")
-    return parser.parse_args_and_config(argv, fail_with_unknown_args=False), spec
+
+class ParsedTraining(NamedTuple):
+    """One parse of a training command: its dataclasses, the EnvSpec, and what goes to accelerate."""
+
+    args: tuple  # (script arguments, training config, ModelConfig, DatasetMixtureConfig)
+    spec: EnvSpec | None
+    config_rest: list[str]  # YAML keys no dataclass knows: accelerate options (``num_processes: 2``)
+    cli_rest: list[str]  # command-line flags no dataclass knows: accelerate options
+
+
+def read_config_file(argv: list[str]) -> dict[str, Any] | None:
+    """The ``--config`` YAML as a mapping (None without ``--config``), or a :class:`LaunchError`
+    saying what is wrong with the file. TRL reads it again; this only makes its failures clear."""
+    import yaml
+
+    if "--config" not in argv:
+        return None
+    i = argv.index("--config")
+    if i + 1 >= len(argv):
+        raise LaunchError("--config needs a YAML file path")
+    path = argv[i + 1]
+    try:
+        with open(path) as f:
+            config = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise LaunchError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise LaunchError(f"config file {path} cannot be read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise LaunchError(f"config file {path} is not valid YAML ({problem}{at})") from None
+    if not isinstance(config, dict):
+        raise LaunchError(f"config file {path} must be a YAML mapping of option: value, not a {type(config).__name__}")
+    return config
+
+
+def names_env_in_env_key(config: dict[str, Any]) -> bool:
+    """A YAML that names the environment under ``env:``, TRL's map of environment variables."""
+    return "env" in config and not isinstance(config["env"], dict)
+
+
+def check_config_file(argv: list[str]) -> None:
+    """:func:`read_config_file`, and ``env: NAME`` answered with the key to use instead."""
+    config = read_config_file(argv) or {}
+    if names_env_in_env_key(config):
+        raise LaunchError(
+            f"config file {argv[argv.index('--config') + 1]}: `env: {config['env']}` is TRL's map of environment "
+            f"variables; name the rlplugs environment with `environment: {config['env']}`"
+        )
+
+
+def parser_options(parser: TrlParser) -> set[str]:
+    """The option names (``dest``) a TRL parser knows."""
+    return {a.dest for a in parser._actions if a.option_strings}
+
+
+def check_recommendations(spec: EnvSpec) -> None:
+    """The env's ``trainer_defaults``/``model_defaults`` must name options of rlplugs' TRL commands
+    (GRPO's or SFT's); a name neither has is the environment's bug, reported before launch."""
+    known = parser_options(make_grpo_parser()) | parser_options(make_sft_parser())
+    unknown = [k for k in {**spec.trainer_defaults, **spec.model_defaults} if k not in known]
+    if not unknown:
+        return
+    parts = []
+    for key in unknown:
+        hint = closest(key, known)
+        parts.append(f"'{key}'" + (f" (did you mean {' or '.join(repr(h) for h in hint)}?)" if hint else ""))
+    raise LaunchError(
+        f"env '{spec.name}' recommends options the TRL trainer does not have: {', '.join(parts)}. "
+        "EnvSpec.trainer_defaults/model_defaults take TRL option names (chat-template options go in "
+        "chat_template_kwargs, episode limits in max_episode_turns); fix the environment plugin"
+    )
+
+
+def machine_defaults() -> dict[str, Any]:
+    """Defaults the machine imposes: without an accelerator, train on the CPU in float32 (TRL's
+    configs default to bf16, which transformers refuses without a GPU unless ``use_cpu`` is set)."""
+    import torch
+
+    return {} if torch.accelerator.is_available() else {"use_cpu": True, "bf16": False}
+
+
+def check_model_source(name: str | None) -> None:
+    """``--model_name_or_path`` must be a local model directory, a Hub id, or (offline) a cached
+    Hub id, so a typo fails here rather than as a hub error inside every training process."""
+    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if not name:
+        raise LaunchError("pass --model_name_or_path (a Hub id or a local model directory)")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not any((path / f).exists() for f in ("config.json", "adapter_config.json")):
+            raise LaunchError(f"--model_name_or_path {name} is a directory without a model (no config.json)")
+        return
+    if path.exists():
+        raise LaunchError(f"--model_name_or_path {name} is a file; pass the model's directory")
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise LaunchError(f"--model_name_or_path {name}: no such directory (and not a Hub id like Org/Name)") from None
+    if constants.HF_HUB_OFFLINE and try_to_load_from_cache(name, "config.json") is None:
+        raise LaunchError(
+            f"--model_name_or_path {name} is no local directory and not in the Hub cache, and HF_HUB_OFFLINE=1 "
+            "forbids downloading it: pass a local model directory, or download it first"
+        )
+
+
+def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
+    """What a training script would otherwise find only after loading the model: the model
+    source and, per command, where the data and rewards come from."""
+    script_args, training_args, model_args, dataset_args = parsed.args
+    spec = parsed.spec
+    if spec is None:
+        raise LaunchError(f"no environment: pass --env NAME (or use stock `trl {command}` without rlplugs)")
+    check_model_source(model_args.model_name_or_path)
+    user_data = bool(dataset_args.datasets or script_args.dataset_name)
+    if command == "grpo" and (script_args.reward_funcs or script_args.reward_model_name_or_path):
+        raise LaunchError(
+            f"env '{spec.name}' brings its own reward components; add registered ones with --extra_rewards "
+            "instead of --reward_funcs/--reward_model_name_or_path"
+        )
+    if command == "sft" and not user_data:
+        try:
+            spec.sft_dataset_name(script_args.sft_dataset)
+        except KeyError as exc:
+            raise LaunchError(f"{exc.args[0]} (or pass --dataset_name)") from None
+        if training_args.eval_strategy != "no":
+            raise LaunchError("environment SFT datasets have no eval split; pass --eval_strategy no or a --dataset_name")
+
+
+def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) -> ParsedTraining:
+    """Parse a training command's arguments with the environment's and the machine's defaults
+    installed beneath the user's YAML config and command line.
+
+    An environment's recommendation for an option this command lacks is skipped (SFT has only
+    some of GRPO's), once :func:`check_recommendations` knows it names an option of one of them."""
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    check_config_file(argv)
+    machine = machine_defaults()
+    parser.set_defaults_with_config(**machine)
+    script_args = parser.parse_args_and_config(argv, return_remaining_strings=True)[0]
+    spec = None
+    if script_args.environment:
+        spec = build_env_spec(script_args)
+        for name in script_args.fixups or []:
+            get_registry().get("checkpoint_fixup", name)
+        check_recommendations(spec)
+        parser.set_defaults_with_config(**{**spec.trainer_defaults, **spec.model_defaults, **machine})
+    *args, config_rest, cli_rest = parser.parse_args_and_config(
+        argv, return_remaining_strings=True, separate_remaining_strings=True
+    )
+    return ParsedTraining(tuple(args), spec, config_rest, cli_rest)
+
+
+def parse_training_args(command: str, parser: TrlParser, argv: list[str] | None = None) -> ParsedTraining:
+    """:func:`parse_with_env_defaults` and every check of the inputs: what the launcher's parent
+    runs before accelerate starts anything, and each training process runs again."""
+    parsed = parse_with_env_defaults(parser, argv)
+    check_training_inputs(command, parsed)
+    return parsed

@@ -18,19 +18,19 @@ ENV_FLAGS = ("--env", "--environment")
 
 
 def names_environment(argv: list[str]) -> bool:
-    """Whether the arguments choose an rlplugs environment (CLI flag or YAML ``environment:`` key)."""
+    """Whether the arguments choose an rlplugs environment: the CLI flag, or in the ``--config``
+    YAML the ``environment:`` key, or ``env:`` given a name instead of TRL's map of environment
+    variables (rlplugs' launcher then says to write ``environment:``). A YAML that cannot be read
+    is left to the stock command to report."""
     if any(a in ENV_FLAGS or a.startswith(tuple(f + "=" for f in ENV_FLAGS)) for a in argv):
         return True
-    if "--config" in argv and argv.index("--config") + 1 < len(argv):
-        import yaml
+    from rlplugs.trl.arguments import LaunchError, names_env_in_env_key, read_config_file
 
-        try:
-            with open(argv[argv.index("--config") + 1]) as f:
-                config = yaml.safe_load(f)
-        except OSError:
-            return False  # the stock command reports the missing file
-        return isinstance(config, dict) and bool(config.get("environment"))
-    return False
+    try:
+        config = read_config_file(argv) or {}
+    except LaunchError:
+        return False
+    return bool(config.get("environment")) or names_env_in_env_key(config)
 
 
 class EnvTrainingCommand(TrainingCommand):

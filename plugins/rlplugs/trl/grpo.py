@@ -5,14 +5,14 @@ and adding only what comes from the EnvSpec: the dataset, one reward function pe
 its weight, the multi-turn rollout, checkpoint-fixup callbacks and the preflight check. Run through
 accelerate (``python -m rlplugs.trl.grpo`` in each process)::
 
-    rlplugs grpo --env letters-test --model_name_or_path DIR --max_steps 2 --use_cpu --bf16 false
+    rlplugs grpo --env letters-test --model_name_or_path DIR --max_steps 2
 """
 
 from __future__ import annotations
 
 import logging
 
-from rlplugs.trl.arguments import EnvGRPOScriptArguments, make_grpo_parser, parse_with_env_defaults
+from rlplugs.trl.arguments import EnvGRPOScriptArguments, make_grpo_parser, parse_training_args
 
 log = logging.getLogger(__name__)
 
@@ -52,22 +52,14 @@ def build_callbacks(names: list[str] | None, training_args, spec) -> list:
     ]
 
 
-def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset_args, spec=None) -> None:
+def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset_args, spec) -> None:
+    """Train; the arguments were checked by :func:`~rlplugs.trl.arguments.parse_training_args`."""
     from trl import get_peft_config, get_quantization_config
 
     from rlplugs.trl.rewards import EnvRewardFunctions
     from rlplugs.trl.rollout import make_episode_rollout
     from rlplugs.trl.trainer import EnvGRPOTrainer
 
-    if spec is None:
-        raise ValueError("no environment: pass --env NAME (or use stock `trl grpo` without rlplugs)")
-    if not model_args.model_name_or_path:
-        raise ValueError("pass --model_name_or_path (a Hub id or a local directory)")
-    if script_args.reward_funcs or script_args.reward_model_name_or_path:
-        raise ValueError(
-            f"env '{spec.name}' brings its own reward components; add registered ones with --extra_rewards "
-            "instead of --reward_funcs/--reward_model_name_or_path"
-        )
     set_model_init_kwargs(training_args, model_args)
     if not script_args.skip_preflight:  # a reward that never computes must stop the run before step 0
         report = spec.preflight()
@@ -115,5 +107,5 @@ def make_parser(prog: str | None = None):
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    (script_args, training_args, model_args, dataset_args), env_spec = parse_with_env_defaults(make_parser())
-    main(script_args, training_args, model_args, dataset_args, env_spec)
+    parsed = parse_training_args("grpo", make_parser())
+    main(*parsed.args, parsed.spec)

@@ -1,17 +1,21 @@
 """Launch an rlplugs training script through ``accelerate launch``, the way ``trl <command>`` does.
 
-The parent process only parses: options our parser knows (TRL's, ours, a ``--config`` YAML) go to
-the training script; everything else (``--num_processes``, ``--multi_gpu``, ``--accelerate_config
-zero3``, ...) goes to accelerate, with ``--accelerate_config`` resolved by TRL's own helper. The
-script runs as a module (``python -m rlplugs.trl.grpo``) in every accelerate process, so its
-directory never shadows top-level modules on ``sys.path``.
+The parent process parses and checks everything a training process would (see
+:func:`rlplugs.trl.arguments.parse_training_args`): options our parser knows (TRL's, ours, a
+``--config`` YAML) go to the training script; everything else (``--num_processes``,
+``--multi_gpu``, ``--accelerate_config zero3``, ...) goes to accelerate, with
+``--accelerate_config`` resolved by TRL's own helper, and must be an accelerate option. The script
+runs as a module (``python -m rlplugs.trl.grpo``) in every accelerate process, so its directory
+never shadows top-level modules on ``sys.path``.
 
-Unknown environment names and options fail here, before accelerate starts any process.
+A mistake in the input (unknown environment, option or model, malformed YAML, ...) is one line
+on stderr and exit code 2, before accelerate starts any process.
 """
 
 from __future__ import annotations
 
-from rlplugs.trl.arguments import check_environment, make_grpo_parser, make_sft_parser
+from rlplugs.registry import closest
+from rlplugs.trl.arguments import LaunchError, make_grpo_parser, make_sft_parser, parse_training_args
 
 SCRIPTS = {
     "grpo": ("rlplugs.trl.grpo", make_grpo_parser),
@@ -32,20 +36,34 @@ def _without(items: list[str], subsequence: list[str]) -> list[str]:
 
 
 def split_launch_args(command: str, argv: list[str], prog: str | None = None) -> tuple[list[str], list[str]]:
-    """(accelerate launch args, training script args) for ``command``'s ``argv``; validates the
-    environment if one is named. Exits on ``--help`` like any argparse program."""
+    """(accelerate launch args, training script args) for ``command``'s ``argv``, after every check
+    of :func:`~rlplugs.trl.arguments.parse_training_args`. Exits on ``--help`` like any argparse program."""
     from trl.cli.accelerate_config import resolve_accelerate_config_argument
 
     if command not in SCRIPTS:
         raise ValueError(f"unknown training command {command!r}; choose from {', '.join(SCRIPTS)}")
     parser = SCRIPTS[command][1](prog=prog or f"rlplugs {command}")
-    script_args, *_, config_rest, cli_rest = parser.parse_args_and_config(
-        list(argv), return_remaining_strings=True, separate_remaining_strings=True
-    )
-    if script_args.environment:
-        check_environment(script_args)
-    launch_args = with_cpu_threads(resolve_accelerate_config_argument(config_rest + cli_rest))
-    return launch_args, _without(list(argv), cli_rest)
+    parsed = parse_training_args(command, parser, list(argv))
+    launch_args = resolve_accelerate_config_argument(parsed.config_rest + parsed.cli_rest)
+    check_launch_options(launch_args, parser)
+    return with_cpu_threads(launch_args), _without(list(argv), parsed.cli_rest)
+
+
+def check_launch_options(launch_args: list[str], parser) -> None:
+    """Every option left for accelerate must be one of its own: a misspelled trainer option
+    would otherwise reach ``accelerate launch`` and fail there, or be taken as its option."""
+    from accelerate.commands.launch import launch_command_parser
+
+    accelerate = {s for a in launch_command_parser()._actions for s in a.option_strings}
+    for arg in launch_args:
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("--") and flag not in accelerate:
+            ours = {s for a in parser._actions for s in a.option_strings}
+            hint = closest(flag, ours | accelerate, n=2)
+            raise LaunchError(
+                f"unknown option {flag}" + (f" (did you mean {' or '.join(hint)}?)" if hint else "")
+                + f": neither a {parser.prog} option nor an accelerate launch option"
+            )
 
 
 def with_cpu_threads(launch_args: list[str]) -> list[str]:
@@ -77,15 +95,33 @@ def with_cpu_threads(launch_args: list[str]) -> list[str]:
 
 def run_training(command: str, argv: list[str], prog: str | None = None) -> int:
     """Run ``rlplugs <command> ARGS`` (``command`` is ``"grpo"`` or ``"sft"``); returns the exit
-    status of the training processes (their traceback is already on stderr when it is not 0)."""
+    status of the training processes (their traceback is already on stderr when it is not 0), or
+    2 after one line on stderr when the input is wrong."""
     import subprocess
 
     from accelerate.commands.launch import launch_command, launch_command_parser
 
-    launch_args, script_args = split_launch_args(command, argv, prog)
+    try:
+        launch_args, script_args = split_launch_args(command, argv, prog)
+    except (ValueError, LookupError) as exc:  # the user's input: unknown names, bad values, files
+        report_usage_error(exc)
+        return USAGE_ERROR
     module = SCRIPTS[command][0]
     try:
         launch_command(launch_command_parser().parse_args([*launch_args, "--module", module, *script_args]))
     except subprocess.CalledProcessError as exc:
         return exc.returncode or 1
     return 0
+
+
+USAGE_ERROR = 2
+
+
+def report_usage_error(exc: Exception) -> None:
+    """One line on stderr: what is wrong and what to do (a KeyError's message without its quotes)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    message = " ".join(str(message).split())  # pydantic's and others' multi-line messages, on one line
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")

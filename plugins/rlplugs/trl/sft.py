@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import logging
 
-from rlplugs.trl.arguments import make_sft_parser, parse_with_env_defaults
+from rlplugs.trl.arguments import make_sft_parser, parse_training_args
 from rlplugs.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs
 
 log = logging.getLogger(__name__)
 
 
-def main(script_args, training_args, model_args, dataset_args, spec=None) -> None:
+def main(script_args, training_args, model_args, dataset_args, spec) -> None:
+    """Train; the arguments were checked by :func:`~rlplugs.trl.arguments.parse_training_args`."""
     from trl import SFTTrainer, get_peft_config, get_quantization_config
 
-    if spec is None:
-        raise ValueError("no environment: pass --env NAME (or use stock `trl sft` without rlplugs)")
-    if not model_args.model_name_or_path:
-        raise ValueError("pass --model_name_or_path (a Hub id or a local directory)")
     set_model_init_kwargs(training_args, model_args)
     dataset = load_user_dataset(script_args, dataset_args)
     if dataset is not None:
@@ -30,8 +27,6 @@ def main(script_args, training_args, model_args, dataset_args, spec=None) -> Non
         eval_dataset = dataset[script_args.dataset_test_split] if training_args.eval_strategy != "no" else None
     else:
         train_dataset, eval_dataset = spec.sft_dataset(script_args.sft_dataset), None
-        if training_args.eval_strategy != "no":
-            raise ValueError("environment SFT datasets have no eval split; pass --eval_strategy no or a --dataset_name")
 
     trainer = SFTTrainer(
         model=model_args.model_name_or_path,
@@ -56,7 +51,5 @@ def make_parser(prog: str | None = None):
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    (script_args, training_args, model_args, dataset_args), env_spec = parse_with_env_defaults(
-        make_parser(), strict=False
-    )
-    main(script_args, training_args, model_args, dataset_args, env_spec)
+    parsed = parse_training_args("sft", make_parser())
+    main(*parsed.args, parsed.spec)

@@ -3,10 +3,13 @@
 ``letters`` = fraction of ASCII letters in the completion (a random tiny model's garbage text
 gives different values per sample, so GRPO groups have spread); ``brevity`` = 1 for an empty
 completion falling linearly to 0 at 200 characters. With ``dead_component=True`` a third
-component that can never compute is added, for preflight tests.
+component that can never compute is added, for preflight tests; ``recommend`` adds trainer
+recommendations (a misnamed one must stop the launch).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from datasets import Dataset
 
@@ -22,6 +25,7 @@ PROMPTS = ["Write a word.", "Name a colour.", "Say hello.", "Spell a fruit.", "W
 class LettersConfig(StrictConfig):
     rows: int = 8
     dead_component: bool = False
+    recommend: dict[str, Any] = {}
 
 
 def letters(sample: Sample) -> float:
@@ -54,7 +58,7 @@ def build(config: LettersConfig) -> EnvSpec:
         components=components,
         preflight_samples=lambda: [Sample(prompt=PROMPTS[0], completion="hello"), Sample(prompt=PROMPTS[1], completion="12 ab")],
         eval=EvalProtocol(splits=("validation",), rows=4, samples_per_row=2, max_new_tokens=16, success_component="letters"),
-        trainer_defaults={"chat_template_kwargs": {"enable_thinking": False}},
+        trainer_defaults={"chat_template_kwargs": {"enable_thinking": False}, **config.recommend},
         reference_policy=lambda messages: "abc",
     )
 

@@ -1,0 +1,92 @@
+"""Bad input to ``trl grpo|sft --env`` and ``rlplugs grpo|sft``: one line saying what is wrong and
+what to do, exit code 2, no traceback, and nothing launched (the parent process checks it all).
+
+Each case runs the real console script in a subprocess; the cases alternate between the two
+front ends and the two commands, which share every check after the dispatch.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+YAML_FILES = {
+    "env-key.yaml": "env: letters-test\nmax_steps: 1\n",
+    "malformed.yaml": "environment: letters-test\nenv_args: {rows: 4\n",
+    "list.yaml": "- environment: letters-test\n- max_steps: 1\n",
+}
+
+CASES = [  # (console script, command, arguments, what the one line must say)
+    ("trl", "grpo", ["--env", "leters-test"], "unknown environment 'leters-test'. Did you mean 'letters-test'"),
+    ("rlplugs", "sft", ["--env", "letters-test", "--env_args", '{"rowz": 4}'], "'rowz' (did you mean 'rows'?)"),
+    ("trl", "sft", ["--env", "letters-test", "--model_name_or_path", "/nonexistent/model"],
+     "--model_name_or_path /nonexistent/model: no such directory"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "Org/not-downloaded"],
+     "not in the Hub cache, and HF_HUB_OFFLINE=1 forbids downloading it"),
+    ("trl", "grpo", ["--config", "{tmp}/env-key.yaml"], "name the rlplugs environment with `environment: letters-test`"),
+    ("rlplugs", "grpo", ["--config", "{tmp}/malformed.yaml"], "malformed.yaml is not valid YAML"),
+    ("trl", "grpo", ["--env", "letters-test", "--config", "{tmp}/list.yaml"], "must be a YAML mapping of option: value, not a list"),
+    ("rlplugs", "sft", ["--config", "{tmp}/missing.yaml"], "missing.yaml does not exist"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--env_args", "{bad"], "--env_args is not valid JSON"),
+    ("trl", "grpo", ["--env", "letters-test", "--extra_rewards", "length-penalty:abc"], "weight 'abc' is not a number"),
+    ("trl", "sft", ["--env", "factorio-build", "--model_name_or_path", "{model}", "--sft_dataset", "nosuch"],
+     "env 'factorio-build' has no SFT dataset 'nosuch'; choose from warmstart-93, warmstart-800"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--max_stpes", "1"],
+     "unknown option --max_stpes (did you mean --max_steps"),
+]  # fmt: skip
+
+
+def one_error_line(stderr: str) -> str:
+    """The single line of stderr that is not a warning (libraries warn on import; the registry
+    logs the test site's plugins that are broken on purpose)."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    warnings = ("WARNING ", "  warnings.warn", "rlplugs plugin '")  # the test site's broken plugins
+    rest = [line for line in lines if "Warning:" not in line and not line.startswith(warnings)]
+    assert len(rest) == 1, stderr
+    return rest[0]
+
+
+def run(script: str, *args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / script), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(("script", "command", "args", "message"), CASES, ids=[f"{c[0]}-{c[1]}-{c[3][:40]}" for c in CASES])
+def test_bad_input_is_one_line_and_exit_2_before_launch(script, command, args, message, tmp_path, tiny_qwen35, plugin_env):
+    for name, text in YAML_FILES.items():
+        (tmp_path / name).write_text(text)
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(tiny_qwen35)) for a in args]
+    proc = run(script, command, *args, "--output_dir", str(tmp_path / "out"), env=plugin_env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    line = one_error_line(proc.stderr)
+    assert line.startswith("error: ") and message in line, line
+    assert not (tmp_path / "out").exists()  # nothing was launched
+
+
+def test_misnamed_env_recommendation_stops_the_launch_naming_it(tmp_path, tiny_qwen35, plugin_env):
+    """An env recommending options in the wrong names (matrl once said ``max_turns`` and
+    ``enable_thinking``) fails in the parent, not in every training process."""
+    bad = json.dumps({"recommend": {"max_turns": 10, "enable_thinking": True}})
+    proc = run(
+        "rlplugs", "grpo", "--env", "letters-test", "--env_args", bad, "--model_name_or_path", str(tiny_qwen35),
+        "--output_dir", str(tmp_path / "out"), env=plugin_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = one_error_line(proc.stderr)
+    assert "env 'letters-test' recommends options the TRL trainer does not have" in line
+    assert "'max_turns' (did you mean 'max_episode_turns'" in line and "'enable_thinking'" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_shipped_envs_recommend_only_trl_options():
+    from rlplugs.registry import get_environment
+    from rlplugs.trl.arguments import check_recommendations
+
+    for name in ("factorio-build", "matrl", "clembench-games"):
+        check_recommendations(get_environment(name))  # raises naming any option TRL lacks
