@@ -40,6 +40,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -175,8 +177,9 @@ class JudgeReplica:
         try:
             self.judges = loader()
         except Exception as exc:  # noqa: BLE001 - reported by /ready and the health check
-            log.exception("judges failed to load")
             self.load_error = f"{type(exc).__name__}: {exc}"
+            log.error("judges failed to load: %s", self.load_error)
+            log.debug("judges failed to load", exc_info=True)
 
     @property
     def healthy(self) -> bool:
@@ -227,7 +230,8 @@ class JudgeReplica:
     async def _answer(self, method: str, route: str, body: bytes) -> tuple[int, dict[str, Any]]:
         if method == "GET" and route == "/health":
             return 200, {"alive": True, "healthy": self.healthy, "ready": self.judges is not None,
-                         "model_failures_in_a_row": self.model_failures}
+                         "model_failures_in_a_row": self.model_failures, "host": socket.gethostname(),
+                         "pid": os.getpid()}  # which replica answered
         if method == "GET" and route == "/ready":
             return self.readiness()
         if method != "POST" or route not in ROUTES:
