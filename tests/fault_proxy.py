@@ -106,8 +106,8 @@ class FaultProxy:
                 await writer.drain()
                 if fault in ("truncate", "garble") or b"connection: close" in request.lower().split(b"\r\n\r\n")[0]:
                     return
-        except (ConnectionError, asyncio.IncompleteReadError, OSError):
-            return
+        except (ConnectionError, asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
+            return  # a cancelled connection (stop()) ends quietly
         finally:
             writer.close()
 
