@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gc
 import json
 import os
 import platform
@@ -106,6 +107,17 @@ def kill_when(proxy: FaultProxy, service: Service, after_requests: int, done: th
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
+
+
+def client_stats() -> Counter:
+    """Request and retry counts of every judge client in this process (each path builds its own)."""
+    from matrl.judge_client import HttpJudges
+
+    total: Counter[str] = Counter()
+    for obj in gc.get_objects():
+        if isinstance(obj, HttpJudges):
+            total.update(obj.stats)
+    return total
 
 
 def scores_of(mapping: dict[str, Any]) -> dict[str, tuple[float | None, str | None]]:
@@ -232,7 +244,7 @@ def compare(run: list[dict | None], reference: list[dict | None]) -> dict[str, A
         if got is None:
             counts["lost"] += 1
             continue
-        counts["retried"] += bool(got.get("_retried"))
+        counts["retried"] += bool(got.get("_retried"))  # measured per episode on the TRL path only
         kinds = set()
         for name, (ref_value, _) in ((n, v) for n, v in (ref or {}).items() if not n.startswith("_")):
             value, reason = got.get(name, (None, None))
@@ -252,6 +264,8 @@ def compare(run: list[dict | None], reference: list[dict | None]) -> dict[str, A
             counts[kind] += 1
         if not kinds:
             counts["as_healthy"] += 1
+    per_episode_retries = any(r is not None and "_retried" in r for r in run)
+    counts["retried"] = counts["retried"] if per_episode_retries else None
     return {"episodes": len(run), **{k: counts[k] for k in ("as_healthy", "retried", "unscored_with_reason",
                                                              "unscored_without_reason", "silently_zero", "changed",
                                                              "lost")},
@@ -304,7 +318,6 @@ def main() -> None:
     service.start()
     proxy = FaultProxy(service.url, rate=0.0, seed=7, hang_s=25.0, delay_s=2.0).start()
     retry = {"attempts": 7, "backoff_s": 1.0, "timeout_s": 10.0}  # ~60 s of retries: a restart takes 25-40 s here
-    # the same options on both paths, so both use one judge client (one judge_set) whose counts we read
     options = {"judge_url": proxy.url, "retry": retry, "eval_rows": args.rows}
     config = MatrlConfig(**options)
     spec = build_env(config)
@@ -319,7 +332,7 @@ def main() -> None:
                 proxy.rate, first = 0.0, proxy.counts["requests"]
                 reference = run()
                 proxy.rate, before = args.fault_rate, Counter(proxy.counts)
-                stats_before = Counter(judge_set(config).mlip.stats)
+                stats_before = client_stats()
                 print(f"{time.strftime('%X')} {path}: run with {args.fault_rate:.0%} faults and one service kill", file=sys.stderr, flush=True)
                 done = threading.Event()
                 killer = kill_when(proxy, service, max((before["requests"] - first) // 3, 1), done)
@@ -328,7 +341,7 @@ def main() -> None:
                 done.set()
                 killer.join()
                 faults = Counter(proxy.counts) - before
-                client = Counter(judge_set(config).mlip.stats) - stats_before
+                client = client_stats() - stats_before
                 results["paths"][path] = {**compare(faulty, reference), "wall_s": round(time.perf_counter() - start, 1),
                                           "faults_injected": {k: faults[k] for k in (*FAULTS, "requests")},
                                           "service_kills": list(service.kills), "client": dict(client)}

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import time
-
-log = logging.getLogger(__name__)
 
 
 def add_commands(subparsers) -> None:
