@@ -19,7 +19,8 @@ Every component of every episode is compared with its healthy reference: *as hea
 value), *unscored with reason* (``None`` and a reason: allowed), *unscored without reason*,
 *silently zero* (scored 0 where the healthy run scored more: the failure this guards against) or
 *changed* (another value). An episode is *lost* when it produced no scores at all (an exception
-escaped the rollout or the trace errored). *Retried*: episodes (TRL path) or judge requests
+escaped the rollout or the trace errored); episodes that failed in the healthy run as well are
+counted apart (they say nothing about judge faults). *Retried*: episodes (TRL path) or judge requests
 (both) that needed at least one retry. Last, a load run on a healthy service: ``--load_samples``
 distinct cells scored by the ``matrl-stability`` reward component in one batch with a 5 s
 timeout (issue 14: 400 such samples left 220 unscored), which must leave none unscored.
@@ -31,9 +32,7 @@ import argparse
 import asyncio
 import dataclasses
 import gc
-import json
 import os
-import platform
 import signal
 import socket
 import subprocess
@@ -49,6 +48,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from fault_proxy import FAULTS, FaultProxy  # noqa: E402
+from result_file import write_result  # noqa: E402
 
 RLPLUGS = str(Path(sys.executable).with_name("rlplugs"))
 TOL = 1e-3
@@ -120,6 +120,11 @@ def client_stats() -> Counter:
     return total
 
 
+def lost(reason: str) -> dict[str, str]:
+    """An episode that produced no scores, and why."""
+    return {"_lost": reason}
+
+
 def scores_of(mapping: dict[str, Any]) -> dict[str, tuple[float | None, str | None]]:
     return {name: (s.value, s.reason) for name, s in mapping.items()}
 
@@ -138,7 +143,7 @@ class _Trainer:
         self.rollout_rows, self.use_vllm = rows, False
 
 
-def trl_path(spec, rows: list[dict], group: int, judges) -> list[dict | None]:
+def trl_path(spec, rows: list[dict], group: int, judges) -> list[dict]:
     """Episodes played by ``EpisodeRollout`` and scored by TRL's reward functions, per group."""
     from matrl.policy import PrototypePolicy
     from rlplugs.tiny_models import qwen35_tokenizer_dir
@@ -185,10 +190,9 @@ def trl_path(spec, rows: list[dict], group: int, judges) -> list[dict | None]:
     try:
         out = ScriptedRollout(observed_spec, _Trainer(tokenizer, rows)).run([r["prompt"] for r in rows])
     except Exception as exc:  # noqa: BLE001 - the whole batch is lost
-        print(f"TRL rollout raised {type(exc).__name__}: {exc}", file=sys.stderr)
-        return [None] * len(rows)
+        return [lost(f"the rollout raised {type(exc).__name__}: {exc}")] * len(rows)
     rewards = EnvRewardFunctions(spec)
-    results: list[dict | None] = []
+    results: list[dict] = []
     for g in range(0, len(rows), group):
         members = rows[g : g + group]
         kwargs = {"episode": out["episode"][g : g + group], "task": [r["task"] for r in members],
@@ -198,16 +202,15 @@ def trl_path(spec, rows: list[dict], group: int, judges) -> list[dict | None]:
                                         out["completion_ids"][g : g + group], kwargs)
             results += [scores_of(s) for s in batch]
         except Exception as exc:  # noqa: BLE001
-            print(f"TRL reward functions raised {type(exc).__name__}: {exc}", file=sys.stderr)
-            results += [None] * len(members)
+            results += [lost(f"the reward functions raised {type(exc).__name__}: {exc}")] * len(members)
     for i, r in enumerate(results):
-        if r is not None:
+        if "_lost" not in r:
             r["_retried"] = retried[i] > 0
     return results
 
 
 # -- the verifiers path ----------------------------------------------------------------------------
-def verifiers_path(options: dict, rows: int, group: int, tmp: Path) -> list[dict | None]:
+def verifiers_path(options: dict, rows: int, group: int, tmp: Path) -> list[dict]:
     from matrl.policy import PrototypePolicy
     from rlplugs.policy_server import serve_policy
     from verifiers.v1.cli.eval.runner import run_eval
@@ -217,15 +220,19 @@ def verifiers_path(options: dict, rows: int, group: int, tmp: Path) -> list[dict
     env = {"taskset": {"id": "matrl", "split": "validation", **options}, "n": group,
            "agent": {"runtime": {"type": "subprocess"}}}
     with serve_policy(PrototypePolicy(), idle_timeout_s=3600) as server:
+        # 4 episodes (16 agents) at a time: the policy server answers one request at a time, and
+        # with verifiers' default of 128 a third of the agents gave up waiting in the healthy run
         config = EvalConfig(env=env, model="reference", client={"base_url": server.base_url, "api_key_var": "RLPLUGS_BENCH_KEY"},
-                            num_rollouts=1, push=False, rich=None, output_dir=tmp, select={"limit": rows})
+                            num_rollouts=1, push=False, rich=None, output_dir=tmp, select={"limit": rows},
+                            max_concurrent=4)
         episodes = asyncio.run(run_eval(config))
-    results: list[dict | None] = []
+    results: list[dict] = []
     for episode in episodes:
         traces = list(episode.traces)
         if not episode.ok or len(traces) != group:
-            print(f"verifiers episode not ok: {episode.errors}", file=sys.stderr)
-            results += [None] * group
+            stops = Counter(t.stop_condition for t in traces)
+            errors = "; ".join(e.message for e in episode.errors)[:200]
+            results += [lost(f"{errors} (trace stop conditions: {dict(stops)})")] * group
             continue
         for trace in traces:
             unscored = trace.info.get("unscored", {})
@@ -236,17 +243,24 @@ def verifiers_path(options: dict, rows: int, group: int, tmp: Path) -> list[dict
 
 
 # -- comparison ------------------------------------------------------------------------------------
-def compare(run: list[dict | None], reference: list[dict | None]) -> dict[str, Any]:
+def compare(run: list[dict], reference: list[dict]) -> dict[str, Any]:
     counts: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
+    lost_reasons: Counter[str] = Counter()
+    healthy_failures: Counter[str] = Counter()
     silent, changed = [], []
     for i, (got, ref) in enumerate(zip(run, reference)):
-        if got is None:
+        if "_lost" in ref:  # no healthy score to compare with: not a judge fault
+            counts["failed_in_healthy_run_too" if "_lost" in got else "failed_in_healthy_run_only"] += 1
+            healthy_failures[ref["_lost"][:200]] += 1
+            continue
+        if "_lost" in got:
             counts["lost"] += 1
+            lost_reasons[got["_lost"][:200]] += 1
             continue
         counts["retried"] += bool(got.get("_retried"))  # measured per episode on the TRL path only
         kinds = set()
-        for name, (ref_value, _) in ((n, v) for n, v in (ref or {}).items() if not n.startswith("_")):
+        for name, (ref_value, _) in ((n, v) for n, v in ref.items() if not n.startswith("_")):
             value, reason = got.get(name, (None, None))
             if value is None:
                 if ref_value is None:
@@ -264,12 +278,14 @@ def compare(run: list[dict | None], reference: list[dict | None]) -> dict[str, A
             counts[kind] += 1
         if not kinds:
             counts["as_healthy"] += 1
-    per_episode_retries = any(r is not None and "_retried" in r for r in run)
+    per_episode_retries = any("_retried" in r for r in run)
     counts["retried"] = counts["retried"] if per_episode_retries else None
     return {"episodes": len(run), **{k: counts[k] for k in ("as_healthy", "retried", "unscored_with_reason",
                                                              "unscored_without_reason", "silently_zero", "changed",
-                                                             "lost")},
-            "unscored_reasons": dict(reasons.most_common(8)), "silent_zero_examples": silent[:8],
+                                                             "lost", "failed_in_healthy_run_too",
+                                                             "failed_in_healthy_run_only")},
+            "unscored_reasons": dict(reasons.most_common(8)), "lost_reasons": dict(lost_reasons.most_common(5)),
+            "healthy_run_failures": dict(healthy_failures.most_common(5)), "silent_zero_examples": silent[:8],
             "changed_examples": changed[:8]}
 
 
@@ -359,13 +375,8 @@ def main() -> None:
                   "service": "rlplugs matrl serve-judges (FastAPI/uvicorn, CHGNet on CPU); the faulty runs SIGKILL "
                              "it once and start it again on the same port"},
         "goal": "0 lost, 0 silently zero, every unscored item with its reason; load run 0 unscored",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; SHARED with "
-                   f"other jobs: load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after",
-        "command": "python benchmarks/judge_faults.py " + " ".join(sys.argv[1:]),
     })
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    write_result(args.out, results, load_before[0])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from result_file import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_REF = "5780f5a"  # the last commit with the stdlib judge service and urllib client
@@ -187,13 +188,8 @@ def main() -> None:
                 "one cell per request, by 8 and 32 concurrent env clients; engines started with "
                 "`rlplugs matrl serve-judges` (old: that command at old_ref)",
         "old_ref": args.old_ref,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; SHARED with "
-                   f"other jobs: load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after",
-        "command": "python benchmarks/judge_serving.py " + " ".join(sys.argv[1:]),
     })
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    write_result(args.out, results, load_before[0])
 
 
 if __name__ == "__main__":

@@ -60,7 +60,9 @@ class HttpJudges:
         )
         self._in_flight: dict[str, Future] = {}
         self._lock = threading.Lock()
-        self.stats: Counter[str] = Counter()  # requests, retries, retry:<kind>, joined, unavailable
+        # requests sent, retries (and retry:<kind>), joined (identical request in flight), rejected
+        # (4xx: the request itself), gave_up (retries spent)
+        self.stats: Counter[str] = Counter()
         info = self._wait_ready(startup_wait_s)
         self.scale, self.name = info["scale"], f"http:{info['mlip']}"
 
@@ -147,7 +149,7 @@ class HttpJudges:
                 detail = f"HTTP {response.status_code} {response.text[:300]}"
                 if response.status_code < 500 and response.status_code != 429:
                     if response.headers.get("x-request-sha256") == sent:
-                        self._count("unavailable")
+                        self._count("rejected")
                         raise JudgeUnavailable(f"judge service {route}: {detail}")
                     raise MalformedReply(f"{detail} (the service did not receive the request as sent)")
                 kind, last = f"http_{response.status_code}", detail
@@ -158,7 +160,7 @@ class HttpJudges:
             if attempt + 1 < self.attempts:
                 self._count("retries")
                 self._count(f"retry:{kind}")
-        self._count("unavailable")
+        self._count("gave_up")
         raise JudgeUnavailable(f"judge service {route} failed {self.attempts} times; last: {last}")
 
 
