@@ -232,7 +232,10 @@ def verifiers_path(options: dict, rows: int, group: int, tmp: Path) -> list[dict
         if not episode.ok or len(traces) != group:
             stops = Counter(t.stop_condition for t in traces)
             errors = "; ".join(e.message for e in episode.errors)[:200]
-            results += [lost(f"{errors} (trace stop conditions: {dict(stops)})")] * group
+            agent_errors = "; ".join(f"{t.last_error.type}: {t.last_error.message}"[:200]
+                                     for t in traces if t.last_error) or "none"
+            reason = f"{errors} (trace stop conditions: {dict(stops)}; agent errors: {agent_errors})"
+            results += [lost(reason)] * group
             continue
         for trace in traces:
             unscored = trace.info.get("unscored", {})
@@ -310,7 +313,8 @@ def load_run(url: str, samples: int, timeout_s: float) -> dict[str, Any]:
     results = run_sync(score_components([component], batch, ledger))
     wall = time.perf_counter() - start
     unscored = Counter(r[component.name].reason for r in results if not r[component.name].scored)
-    return {"samples": samples, "timeout_s": timeout_s, "unscored": sum(unscored.values()), "unscored_reasons": dict(unscored.most_common(5)),
+    return {"samples": samples, "timeout_s": timeout_s, "unscored": sum(unscored.values()),
+            "unscored_reasons": dict(unscored.most_common(5)),
             "wall_s": round(wall, 1), "samples_per_s": round(samples / wall, 2)}
 
 
@@ -349,7 +353,8 @@ def main() -> None:
                 reference = run()
                 proxy.rate, before = args.fault_rate, Counter(proxy.counts)
                 stats_before = client_stats()
-                print(f"{time.strftime('%X')} {path}: run with {args.fault_rate:.0%} faults and one service kill", file=sys.stderr, flush=True)
+                print(f"{time.strftime('%X')} {path}: run with {args.fault_rate:.0%} faults and one service kill",
+                      file=sys.stderr, flush=True)
                 done = threading.Event()
                 killer = kill_when(proxy, service, max((before["requests"] - first) // 3, 1), done)
                 start = time.perf_counter()
@@ -364,8 +369,9 @@ def main() -> None:
                 service.kills.clear()
                 print(f"{path}: {results['paths'][path]}", file=sys.stderr, flush=True)
         proxy.rate = 0.0
-        print("load run", file=sys.stderr, flush=True)
-        results["healthy_load_run"] = load_run(service.url, args.load_samples, timeout_s=5.0)
+        if args.load_samples:
+            print("load run", file=sys.stderr, flush=True)
+            results["healthy_load_run"] = load_run(service.url, args.load_samples, timeout_s=5.0)
     finally:
         proxy.stop()
         service.stop()

@@ -97,6 +97,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _serve_on_ray(args: argparse.Namespace, options, console) -> int:
     from rlplugs.cli import UsageError
 
+    if args.detach and not args.ray_address:
+        raise UsageError("--detach needs --ray_address: a Ray instance this command starts ends with it")
     try:
         from matrl import serve_ray
     except ImportError as exc:

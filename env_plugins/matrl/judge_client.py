@@ -70,9 +70,6 @@ class HttpJudges:
     def for_policy(cls, url: str, policy: RetryPolicy, **kwargs: Any) -> HttpJudges:
         return cls(url, policy.timeout_s, attempts=policy.attempts, backoff_s=policy.backoff_s, **kwargs)
 
-    def close(self) -> None:
-        self._http.close()
-
     # -- judge methods ------------------------------------------------------------------------
     def relax(self, structures: list[Structure]) -> list[RelaxRecord]:
         return [RelaxRecord(**r) for r in self._post("/relax", structures, "records")]
