@@ -1,6 +1,7 @@
 """``rlplugs matrl ...``: the judge service and the SUN benchmark.
 
     rlplugs matrl serve-judges --port 8765 --device cuda [--band_gap_model DIR]
+    rlplugs matrl serve-judges --ray --replicas 4 --gpus_per_replica 1 --device cuda
     rlplugs matrl sun-eval --track formula --rollouts 4 --rows 32 --judge sevenn --policy reference --out runs/sun
 
 ``sun-eval`` is the generic ``rlplugs eval`` with the matrl options a SUN report needs: one track
@@ -13,26 +14,37 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
+import time
 
 from matrl.datafiles import MEGNET_BANDGAP
-
-log = logging.getLogger(__name__)
 
 
 def add_commands(subparsers) -> None:
     matrl = subparsers.add_parser("matrl", help="matrl tools: judge service, SUN benchmark")
     sub = matrl.add_subparsers(dest="matrl_command", required=True)
 
-    serve = sub.add_parser("serve-judges", help="serve the MLIP, band-gap and elastic judges over HTTP")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve = sub.add_parser("serve-judges", help="serve the MLIP, band-gap and elastic judges over HTTP",
+                           description="One machine: FastAPI on uvicorn, no cluster. --ray: Ray Serve (replicas per "
+                                       "GPU, restarts, one address for many trainer nodes). See matrl's README.")
+    serve.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to serve other machines")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--device", default="cpu")
     serve.add_argument("--graph_workers", type=int, default=0,
                        help="processes building CHGNet graphs for batched relaxations (about 2x on an H200 with 14)")
     serve.add_argument("--band_gap_model", default=str(MEGNET_BANDGAP),
                        help="MatGL-format MEGNet folder (model.json + state.pt); default: the shipped weights; '' = off")
-    serve.add_argument("--batch_window_s", type=float, default=0.02, help="how long relax requests wait to share a batch")
+    serve.add_argument("--no_elastic", action="store_true", help="serve no bulk moduli")
+    serve.add_argument("--relax_steps", type=int, default=20, help="FIRE steps per relaxation")
+    serve.add_argument("--fmax", type=float, default=0.1, help="force convergence threshold (eV/Å)")
+    serve.add_argument("--max_batch_size", type=int, default=64, help="requests one batched model call may serve")
+    serve.add_argument("--batch_window_s", type=float, default=0.02, help="how long requests wait to share a batch")
+    ray = serve.add_argument_group("Ray Serve (pip install 'rlplugs[matrl-ray]')")
+    ray.add_argument("--ray", action="store_true", help="serve on Ray Serve instead of one uvicorn process")
+    ray.add_argument("--ray_address", help="a running Ray cluster ('auto', 'ray://HEAD:10001'); default: start one here")
+    ray.add_argument("--replicas", type=int, default=1, help="judge replicas (one per GPU with --gpus_per_replica 1)")
+    ray.add_argument("--gpus_per_replica", type=float, default=0.0)
+    ray.add_argument("--cpus_per_replica", type=float, default=1.0)
+    ray.add_argument("--detach", action="store_true", help="leave the app running on the cluster and exit")
     serve.set_defaults(func=_serve)
 
     sun = sub.add_parser("sun-eval", help="SUN benchmark per track, judged by a chosen MLIP")
@@ -52,17 +64,60 @@ def add_commands(subparsers) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge
-    from matrl.service import JudgeService
+    from rich.console import Console
+    from rlplugs.cli import UsageError
 
-    mlip = CHGNetJudge(device=args.device, graph_workers=args.graph_workers)
-    band_gap = MEGNetBandGapJudge(args.band_gap_model) if args.band_gap_model else None
-    service = JudgeService(mlip, band_gap, EOSElasticJudge(mlip), args.host, args.port, args.batch_window_s)
-    log.warning("matrl judges serving at %s (band gap: %s)", service.url, "on" if band_gap else "off")
+    from matrl.service import JudgeOptions, JudgeService
+
     try:
-        service.server.serve_forever()
-    except KeyboardInterrupt:
+        options = JudgeOptions(device=args.device, relax_steps=args.relax_steps, fmax=args.fmax,
+                               graph_workers=args.graph_workers, band_gap_model=args.band_gap_model or None,
+                               elastic=not args.no_elastic, max_batch_size=args.max_batch_size,
+                               batch_window_s=args.batch_window_s)
+    except ValueError as exc:
+        raise UsageError(f"serve-judges: {exc}") from None
+    console = Console(stderr=True, highlight=False)
+    if args.ray:
+        return _serve_on_ray(args, options, console)
+    try:
+        service = JudgeService(options, args.host, args.port)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror}); pick another --port") from None
+    service.start()
+    console.print(f"matrl judges at {service.url} (loading models; GET /ready answers 200 once they are in)")
+    while service.replica.judges is None and service.replica.load_error is None:
+        time.sleep(0.2)
+    if service.replica.load_error:
         service.stop()
+        raise UsageError(f"the judges did not load: {service.replica.load_error}")
+    console.print(f"ready: {service.replica.judges.mlip.name} ({options.device}), band gap "
+                  f"{'on' if options.band_gap_model else 'off'}, bulk modulus {'off' if args.no_elastic else 'on'}; "
+                  f"metrics at {service.url}/metrics. Ctrl-C stops.")
+    service.http.wait()
+    return 0
+
+
+def _serve_on_ray(args: argparse.Namespace, options, console) -> int:
+    from rlplugs.cli import UsageError
+
+    if args.detach and not args.ray_address:
+        raise UsageError("--detach needs --ray_address: a Ray instance this command starts ends with it")
+    try:
+        from matrl import serve_ray
+    except ImportError as exc:
+        raise UsageError(f"--ray needs Ray Serve ({exc}): pip install 'rlplugs[matrl-ray]'") from None
+    url = serve_ray.deploy(options, address=args.ray_address, replicas=args.replicas,
+                           gpus_per_replica=args.gpus_per_replica, cpus_per_replica=args.cpus_per_replica,
+                           host=args.host, port=args.port)
+    console.print(f"matrl judges on Ray Serve at {url}: {args.replicas} replica(s)")
+    if args.detach:
+        return 0
+    console.print("Ctrl-C removes the app and stops Ray (use --detach to leave it running)")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        serve_ray.shutdown()
     return 0
 
 

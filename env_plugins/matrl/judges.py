@@ -1,10 +1,10 @@
 """Judges: the MLIP (relaxation + energy), the band-gap predictor and the elastic-fit judge.
 
 Each judge is a small object with one batched method; any of them can run in-process or behind
-the HTTP judge service (:mod:`matrl.service`, one GPU process serving many env workers) through
-:class:`~matrl.service.HttpJudges`, which has the same methods. Episodes call judges through
-:func:`call_judge`, which retries transient failures (dropped connection, timeout, busy service)
-with exponential backoff per :class:`rlplugs.rewards.RetryPolicy` and raises
+the HTTP judge service (:mod:`matrl.service`: one process, or Ray Serve replicas, serving many env
+workers) through :class:`~matrl.judge_client.HttpJudges`, which has the same methods and retries
+transport faults itself. Episodes call judges through :func:`call_judge`, which retries transient
+failures with exponential backoff per :class:`rlplugs.rewards.RetryPolicy` and raises
 :class:`JudgeUnavailable` when the retries are spent, so the caller records the term as *unscored*
 instead of scoring 0. Relaxations are cached by structure hash in a bounded LRU (the card lost runs
 to an unbounded cache).

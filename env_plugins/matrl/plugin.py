@@ -182,12 +182,12 @@ def _judge_set(config_json: str):
     from matrl.hull import DEFAULT_REFERENCE, RejudgedHull, load_hull_reference
     from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge, SevenNetJudge, SwitchedOff
     from matrl.novelty import NoveltyReference
-    from matrl.service import HttpJudges
+    from matrl.judge_client import HttpJudges
     from matrl.structures import parse_structure
 
     hull = load_hull_reference(config.hull_reference or DEFAULT_REFERENCE)
     if config.judge_url:
-        mlip = band_gap = elastic = HttpJudges(config.judge_url, timeout_s=config.retry.timeout_s)
+        mlip = band_gap = elastic = HttpJudges.for_policy(config.judge_url, config.retry)
     else:
         if config.mlip == "chgnet":
             mlip = CHGNetJudge(config.device, config.relax_steps, config.fmax, config.cache_size)

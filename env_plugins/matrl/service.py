@@ -1,180 +1,309 @@
-"""A small local HTTP judge service: one process holds the models, many env workers call it.
+"""The matrl judge service: one process (or one Ray Serve replica per GPU) holds the models, many
+env workers call it over HTTP.
 
-    rlplugs matrl serve-judges --port 8765 [--device cuda] [--band-gap-model DIR]
+    rlplugs matrl serve-judges --port 8765 --device cuda                 # one machine, one command
+    rlplugs matrl serve-judges --ray --replicas 4 --gpus_per_replica 1   # Ray Serve, see serve_ray.py
 
-Why: each env worker loading CHGNet and MEGNet duplicates memory and, on a GPU host, gives every
-worker its own tiny forward passes. The service owns the judges and *batches in flight*: relax
-requests arriving within ``batch_window_s`` from any number of workers go through one batched
-relaxation. Standard library only (``http.server`` + JSON).
+Why a service: each env worker loading CHGNet and MEGNet duplicates memory and, on a GPU host,
+gives every worker its own tiny forward passes. The service batches *in flight*: requests that
+arrive within ``batch_window_s`` from any number of workers go through one batched model call.
 
-:class:`HttpJudges` is the client, with the same methods as the in-process judges. Connection
-errors, timeouts and HTTP 503 become :class:`~rlplugs.rewards.TransientError` (retried by
-:func:`matrl.judges.call_judge`); HTTP 4xx become :class:`~matrl.judges.JudgeUnavailable`.
-``fault_rate`` makes the service answer that share of requests with 503, for resilience tests.
+Two engines behind one HTTP contract (this module's :class:`JudgeReplica` answers the routes in
+both, and :class:`~matrl.judge_client.HttpJudges` is the one client):
+
+- **single node (default): FastAPI on uvicorn**, started by :class:`JudgeService`. Why not Ray
+  here: measured on this project's 2-core CPU machine (shared with other jobs, load ~5), Ray 2.60
+  took 23 s to start a local cluster and 37 s until a trivial Serve app answered, in 11 processes
+  using 820 MB of unique memory (1.6 GB RSS) before any model was loaded; the wheel alone is 79 MB
+  (240 MB installed, +321 MB with ``ray[serve]``'s dependencies). uvicorn answers in well under a
+  second in the process that loads the models. A judge on one machine gains nothing from a
+  cluster scheduler, so the default needs none (``benchmarks/judge_serving.py`` measures both).
+- **several GPUs or nodes: Ray Serve** (:mod:`matrl.serve_ray`): replicas per GPU, ``@serve.batch``
+  dynamic batching, health checks that restart a replica, one address for many trainer nodes.
+
+The contract (JSON bodies; every answer carries ``x-body-sha256`` of its body and
+``x-request-sha256`` of the request body as received, so the client can tell a reply or request
+damaged in transit from a real answer):
+
+- ``GET /health`` liveness; ``GET /ready`` 200 once the judges are loaded (scale and MLIP name),
+  503 before; ``GET /metrics`` request, batch-size, latency and error metrics (Prometheus text).
+- ``POST /relax``, ``/band_gap``, ``/bulk_modulus`` with ``{"structures": [...]}``: 200 with one
+  result per structure; 400 when the request itself is bad (does not parse, or the model cannot
+  score that cell); 404 when this service has no such judge; 503 when the judge failed otherwise
+  (worth a retry). **One bad request never fails its batch**: a batched call that raises is split
+  in halves until the failing request is alone (:func:`run_isolated`); the others are answered.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import logging
-import random
+import os
+import socket
 import threading
-import urllib.error
-import urllib.request
-from concurrent.futures import Future
-from http.server import ThreadingHTTPServer
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from pymatgen.core import Structure
+from pydantic import Field
 
-from matrl.judges import JudgeUnavailable, RelaxRecord
-from matrl.structures import parse_structure, structure_to_json
-from rlplugs.jsonhttp import JSONHandler
-from rlplugs.rewards import TransientError
+from matrl.judge_client import HttpJudges  # noqa: F401 - the client; matrl.components imports it from here
+from matrl.structures import StructureInputError, parse_structure
+from rlplugs.config import StrictConfig
+from rlplugs.jsonhttp import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, UvicornThread
 
 log = logging.getLogger(__name__)
 
+ROUTES = {"/relax": "mlip", "/band_gap": "band_gap", "/bulk_modulus": "elastic"}
+# Exceptions a judge raises because of the cell it was given (isolated atoms, an element it does not
+# know, an absurd lattice): the request is answered 400 and not retried. Anything else is 503.
+INPUT_ERRORS = (ValueError, KeyError, IndexError, TypeError, OverflowError, MemoryError, RecursionError)
+MAX_STRUCTURES_PER_REQUEST = 1024
+UNHEALTHY_AFTER = 3  # model failures in a row (on requests tried alone) that make a replica unhealthy
 
-class _RelaxBatcher:
-    """Collects relax requests for a short window and runs them as one batch."""
 
-    def __init__(self, mlip, window_s: float):
-        self.mlip, self.window_s = mlip, window_s
-        self._pending: list[tuple[list[Structure], Future]] = []
-        self._cond = threading.Condition()
-        threading.Thread(target=self._loop, daemon=True, name="relax-batcher").start()
+class JudgeOptions(StrictConfig):
+    """What a judge replica loads and how it batches (``rlplugs matrl serve-judges`` flags)."""
 
-    def submit(self, structures: list[Structure]) -> list[RelaxRecord]:
-        future: Future = Future()
-        with self._cond:
-            self._pending.append((structures, future))
-            self._cond.notify()
-        return future.result()
+    device: str = "cpu"
+    relax_steps: int = Field(20, ge=1, description="FIRE steps per relaxation")
+    fmax: float = Field(0.1, gt=0, description="force convergence threshold (eV/Å)")
+    graph_workers: int = Field(0, ge=0, description="processes building CHGNet graphs for batched relaxations")
+    band_gap_model: str | None = Field(None, description="MatGL-format MEGNet folder; None serves no band gap")
+    elastic: bool = Field(True, description="serve bulk moduli (clamped-ion EOS on the MLIP)")
+    max_batch_size: int = Field(64, ge=1, description="requests one batched model call may serve")
+    batch_window_s: float = Field(0.02, ge=0, description="how long a request waits for others to share its batch")
 
-    def _loop(self) -> None:
+    def load(self) -> Judges:
+        from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge
+
+        mlip = CHGNetJudge(self.device, self.relax_steps, self.fmax, graph_workers=self.graph_workers)
+        band_gap = MEGNetBandGapJudge(self.band_gap_model) if self.band_gap_model else None
+        return Judges(mlip, band_gap, EOSElasticJudge(mlip) if self.elastic else None)
+
+
+@dataclass
+class Judges:
+    """The judge objects one replica serves (``None``: not served here)."""
+
+    mlip: Any
+    band_gap: Any = None
+    elastic: Any = None
+
+    def call(self, route: str) -> Callable[[list], list]:
+        judge = getattr(self, ROUTES[route])
+        return {"/relax": lambda s: [r.to_dict() for r in judge.relax(s)],
+                "/band_gap": lambda s: judge.band_gap(s), "/bulk_modulus": lambda s: judge.bulk_modulus(s)}[route]
+
+
+def run_isolated(fn: Callable[[list], list], requests: Sequence[list]) -> list[list | BaseException]:
+    """``fn`` over all requests' items in one call, split back per request. When the call raises,
+    the requests are halved and retried, so only a request that fails *alone* gets the error."""
+    flat = [item for request in requests for item in request]
+    try:
+        out = fn(flat)
+        if len(out) != len(flat):
+            raise RuntimeError(f"judge returned {len(out)} results for {len(flat)} structures")
+    except Exception as exc:  # noqa: BLE001 - attributed below to the request that caused it
+        if len(requests) == 1:
+            return [exc]
+        mid = len(requests) // 2
+        return run_isolated(fn, requests[:mid]) + run_isolated(fn, requests[mid:])
+    results, start = [], 0
+    for request in requests:
+        results.append(out[start : start + len(request)])
+        start += len(request)
+    return results
+
+
+class LocalBatcher:
+    """``await batcher(item)``: items that arrive within ``wait_s`` of the first (at most
+    ``max_size``) go to one ``await fn(items)`` call, which returns one result per item. The
+    single-node stand-in for Ray Serve's ``@serve.batch``, which only runs inside a Serve replica."""
+
+    def __init__(self, fn: Callable[[list], Awaitable[list]], max_size: int, wait_s: float):
+        self.fn, self.max_size, self.wait_s = fn, max_size, wait_s
+        self._queue: asyncio.Queue | None = None
+
+    async def __call__(self, item: Any) -> Any:
+        if self._queue is None:  # created on the serving loop, with the task that drains it
+            self._queue = asyncio.Queue()
+            self._drainer = asyncio.get_running_loop().create_task(self._drain())
+        future = asyncio.get_running_loop().create_future()
+        await self._queue.put((item, future))
+        return await future
+
+    async def _drain(self) -> None:
         while True:
-            with self._cond:
-                while not self._pending:
-                    self._cond.wait()
-                self._cond.wait(self.window_s)  # let other workers' requests join this batch
-                batch, self._pending = self._pending, []
-            flat = [s for structures, _ in batch for s in structures]
+            batch = [await self._queue.get()]
+            deadline = time.monotonic() + self.wait_s
+            while len(batch) < self.max_size and (left := deadline - time.monotonic()) > 0:
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), left))
+                except TimeoutError:
+                    break
             try:
-                records = self.mlip.relax(flat)
+                results = await self.fn([item for item, _ in batch])
             except Exception as exc:  # noqa: BLE001 - delivered to every waiting request
-                for _, future in batch:
-                    future.set_exception(exc)
+                results = [exc] * len(batch)
+            for (_, future), result in zip(batch, results):
+                if not future.done():
+                    future.set_result(result)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class JudgeReplica:
+    """One copy of the judges and the HTTP contract above; FastAPI (here) or Ray Serve
+    (:mod:`matrl.serve_ray`) route every request to :meth:`handle`.
+
+    ``batch`` wraps :meth:`run_batch` in the engine's batching (``LocalBatcher`` or
+    ``serve.batch``); ``metrics`` is the engine's :class:`~rlplugs.jsonhttp.ServiceMetrics`.
+    """
+
+    def __init__(self, metrics: ServiceMetrics):
+        self.metrics = metrics
+        self.judges: Judges | None = None
+        self.load_error: str | None = None
+        self.model_failures = 0  # in a row; reset by any answered batch
+        self.batched: Callable[[tuple[str, list]], Awaitable[Any]] = self.run_batch_one
+
+    def load(self, loader: Callable[[], Judges]) -> None:
+        try:
+            self.judges = loader()
+        except Exception as exc:  # noqa: BLE001 - reported by /ready and the health check
+            self.load_error = f"{type(exc).__name__}: {exc}"
+            log.error("judges failed to load: %s", self.load_error)
+            log.debug("judges failed to load", exc_info=True)
+
+    @property
+    def healthy(self) -> bool:
+        return self.load_error is None and self.model_failures < UNHEALTHY_AFTER
+
+    def readiness(self) -> tuple[int, dict[str, Any]]:
+        if self.judges is None:
+            return 503, {"ready": False, "error": self.load_error or "judges are loading"}
+        j = self.judges
+        return 200, {"ready": True, "scale": j.mlip.scale, "mlip": j.mlip.name, "band_gap": j.band_gap is not None,
+                     "elastic": j.elastic is not None}
+
+    async def run_batch_one(self, item: tuple[str, list]) -> Any:
+        return (await self.run_batch([item]))[0]
+
+    async def run_batch(self, items: list[tuple[str, list]]) -> list[Any]:
+        """One batched model call per route over the requests of ``items``; per request its
+        results or the exception that request alone caused."""
+        out: list[Any] = [None] * len(items)
+        for route in ROUTES:
+            mine = [i for i, (r, _) in enumerate(items) if r == route]
+            if not mine:
                 continue
-            start = 0
-            for structures, future in batch:
-                future.set_result(records[start : start + len(structures)])
-                start += len(structures)
+            self.metrics.batch(route, len(mine))
+            results = await asyncio.to_thread(run_isolated, self.judges.call(route), [items[i][1] for i in mine])
+            for i, result in zip(mine, results):
+                out[i] = result
+        failed = [r for r in out if isinstance(r, BaseException) and not isinstance(r, INPUT_ERRORS)]
+        self.model_failures = self.model_failures + 1 if failed and len(failed) == len(out) else 0
+        return out
+
+    async def handle(self, method: str, route: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        """Status, body and headers of the answer to one request."""
+        start = time.perf_counter()
+        if method == "GET" and route == "/metrics":
+            text = self.metrics.text()
+            status, data = (200, text) if text is not None else (404, b"metrics are exported by Ray's metrics agent\n")
+            return status, data, {"content-type": PROMETHEUS_CONTENT_TYPE}
+        status, payload = await self._answer(method, route, body)
+        label = route if route in ROUTES or route in ("/health", "/ready") else "other"
+        if status >= 400:
+            self.metrics.error(label, str(status))
+        self.metrics.answered(label, status, time.perf_counter() - start)
+        data = json.dumps(payload).encode()
+        return status, data, {"content-type": "application/json", "x-body-sha256": _sha256(data),
+                              "x-request-sha256": _sha256(body)}
+
+    async def _answer(self, method: str, route: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        if method == "GET" and route == "/health":
+            return 200, {"alive": True, "healthy": self.healthy, "ready": self.judges is not None,
+                         "model_failures_in_a_row": self.model_failures, "host": socket.gethostname(),
+                         "pid": os.getpid()}  # which replica answered
+        if method == "GET" and route == "/ready":
+            return self.readiness()
+        if method != "POST" or route not in ROUTES:
+            return 404, {"error": f"no route {method} {route}; routes: GET /health /ready /metrics, POST "
+                                  + " ".join(ROUTES)}
+        if self.judges is None:
+            return 503, {"error": self.load_error or "judges are loading"}
+        if getattr(self.judges, ROUTES[route]) is None:
+            return 404, {"error": f"this service has no {ROUTES[route]} judge (see rlplugs matrl serve-judges --help)"}
+        try:
+            structures = _parse_request(body)
+        except (ValueError, StructureInputError) as exc:
+            return 400, {"error": f"bad request: {exc}"}
+        result = await self.batched((route, structures))
+        if isinstance(result, BaseException):
+            status = 400 if isinstance(result, INPUT_ERRORS) else 503
+            if status == 503:
+                log.error("judge %s failed: %s: %s", route, type(result).__name__, result)
+            return status, {"error": f"{type(result).__name__}: {result}"}
+        key = "records" if route == "/relax" else "values"
+        return 200, {key: result, "scale": self.judges.mlip.scale}
+
+
+def _parse_request(body: bytes) -> list:
+    payload = json.loads(body or b"{}")
+    structures = payload.get("structures") if isinstance(payload, dict) else None
+    if not isinstance(structures, list) or not structures or len(structures) > MAX_STRUCTURES_PER_REQUEST:
+        raise ValueError(f'the body must be {{"structures": [1 to {MAX_STRUCTURES_PER_REQUEST} CIF or JSON strings]}}')
+    return [parse_structure(s, max_atoms=10_000) for s in structures]
+
+
+def create_app(replica: JudgeReplica):
+    """The FastAPI app of a single-node service: every route goes to ``replica.handle``."""
+    from fastapi import FastAPI
+    from starlette.responses import Response
+
+    app = FastAPI(title="matrl judges", docs_url=None, redoc_url=None, openapi_url=None)
+
+    async def route(request) -> Response:
+        status, data, headers = await replica.handle(request.method, request.url.path, await request.body())
+        return Response(data, status, headers=headers)
+
+    app.add_route("/{path:path}", route, methods=["GET", "POST"])
+    return app
 
 
 class JudgeService:
-    """Serves ``/relax``, ``/band_gap``, ``/bulk_modulus``, ``/health`` over HTTP."""
+    """The single-node service: FastAPI on uvicorn, models loaded in the background so ``/health``
+    answers at once and ``/ready`` turns 200 when they are in.
 
-    def __init__(self, mlip, band_gap=None, elastic=None, host: str = "127.0.0.1", port: int = 0,
-                 batch_window_s: float = 0.02, fault_rate: float = 0.0, seed: int = 0):
-        self.mlip, self.band_gap, self.elastic = mlip, band_gap, elastic
-        self.batcher = _RelaxBatcher(mlip, batch_window_s)
-        self.fault_rate = fault_rate
-        self.faults_injected = 0
-        self._rng = random.Random(seed)
-        self._rng_lock = threading.Lock()
-        self.server = ThreadingHTTPServer((host, port), self._handler())
-        self.server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+    ``judges`` is a :class:`JudgeOptions` (load those models) or a ready :class:`Judges`.
+    ``start()`` serves from a daemon thread (tests, examples, benchmarks); ``serve_forever()``
+    serves in the foreground (the CLI)."""
 
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+    def __init__(self, judges: JudgeOptions | Judges, host: str = "127.0.0.1", port: int = 0,
+                 max_batch_size: int = 64, batch_window_s: float = 0.02):
+        if isinstance(judges, JudgeOptions):
+            max_batch_size, batch_window_s = judges.max_batch_size, judges.batch_window_s
+        self.replica = JudgeReplica(ServiceMetrics("matrl_judge"))
+        self.replica.batched = LocalBatcher(self.replica.run_batch, max_batch_size, batch_window_s)
+        self._loader = judges.load if isinstance(judges, JudgeOptions) else (lambda: judges)
+        self.http = UvicornThread(create_app(self.replica), host, port, name="matrl-judges")
+        self.url = self.http.url
 
     def start(self) -> JudgeService:
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="judge-service")
-        self._thread.start()
+        threading.Thread(target=self.replica.load, args=(self._loader,), daemon=True, name="judge-loader").start()
+        self.http.start()
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
-    def _inject_fault(self) -> bool:
-        with self._rng_lock:
-            fault = self._rng.random() < self.fault_rate
-            self.faults_injected += fault
-            return fault
-
-    def answer(self, path: str, payload: dict) -> dict:
-        structures = [parse_structure(s, max_atoms=10_000) for s in payload.get("structures", [])]
-        if path == "/relax":
-            return {"records": [r.to_dict() for r in self.batcher.submit(structures)], "scale": self.mlip.scale}
-        if path == "/band_gap" and self.band_gap is not None:
-            return {"values": self.band_gap.band_gap(structures)}
-        if path == "/bulk_modulus" and self.elastic is not None:
-            return {"values": self.elastic.bulk_modulus(structures)}
-        raise LookupError(f"no judge serves {path}")
-
-    def _handler(self):
-        service = self
-
-        class Handler(JSONHandler):
-            def do_GET(self):
-                if self.path == "/health":
-                    self.send_json(200, {"ok": True, "scale": service.mlip.scale, "mlip": service.mlip.name,
-                                     "band_gap": service.band_gap is not None, "elastic": service.elastic is not None})
-                else:
-                    self.send_json(404, {"error": f"unknown path {self.path}"})
-
-            def do_POST(self):
-                if service._inject_fault():
-                    self.send_json(503, {"error": "injected fault"})
-                    return
-                try:
-                    self.send_json(200, service.answer(self.path, self.read_json()))
-                except LookupError as exc:
-                    self.send_json(404, {"error": str(exc)})
-                except (ValueError, KeyError) as exc:
-                    self.send_json(400, {"error": f"{type(exc).__name__}: {exc}"})
-                except Exception as exc:  # noqa: BLE001 - a judge crash is the client's transient error
-                    log.exception("judge service error on %s", self.path)
-                    self.send_json(503, {"error": f"{type(exc).__name__}: {exc}"})
-
-        return Handler
-
-
-class HttpJudges:
-    """Client for :class:`JudgeService`; drop-in for the in-process MLIP, band-gap and elastic judges."""
-
-    def __init__(self, url: str, timeout_s: float = 60.0):
-        self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
-        health = self._request("GET", "/health")
-        self.scale, self.name = health["scale"], f"http:{health['mlip']}"
-
-    def _request(self, method: str, path: str, payload: dict | None = None) -> dict:
-        data = json.dumps(payload).encode() if payload is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:300]
-            if exc.code >= 500:
-                raise TransientError(f"judge service {path}: HTTP {exc.code} {detail}") from None
-            raise JudgeUnavailable(f"judge service {path}: HTTP {exc.code} {detail}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-            raise TransientError(f"judge service {path} unreachable: {exc}") from None
-
-    def _post(self, path: str, structures: list[Structure]) -> dict:
-        return self._request("POST", path, {"structures": [structure_to_json(s) for s in structures]})
-
-    def relax(self, structures: list[Structure]) -> list[RelaxRecord]:
-        return [RelaxRecord(**r) for r in self._post("/relax", structures)["records"]]
-
-    def band_gap(self, structures: list[Structure]) -> list[float]:
-        return self._post("/band_gap", structures)["values"]
-
-    def bulk_modulus(self, structures: list[Structure]) -> list[float | None]:
-        return self._post("/bulk_modulus", structures)["values"]
+    def serve_forever(self) -> None:
+        self.start()
+        self.http.wait()

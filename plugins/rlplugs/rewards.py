@@ -155,21 +155,43 @@ def _as_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-async def _call_once(component: RewardComponent, arg: Any) -> Any:
-    if component.is_async:
-        coro = component.fn(arg)
-    else:
-        coro = asyncio.to_thread(component.fn, arg)
-    timeout = component.retry.timeout_s if component.retry else None
-    return await asyncio.wait_for(coro, timeout) if timeout else await coro
+class _ThreadCall:
+    """A sync component's call on a worker thread. ``started`` resolves when a thread picks it up,
+    so its timeout runs from then: the time it queued behind other samples is not its own."""
+
+    def __init__(self, fn: Callable[[Any], Any], arg: Any):
+        loop = asyncio.get_running_loop()
+        self.started: asyncio.Future = loop.create_future()
+
+        def run() -> Any:
+            loop.call_soon_threadsafe(lambda: self.started.done() or self.started.set_result(None))
+            return fn(arg)
+
+        self.result = loop.run_in_executor(None, run)
+
+    async def wait(self, timeout: float | None) -> Any:
+        await self.started
+        # shield: on a timeout the thread cannot be stopped; the next attempt waits for it again
+        return await asyncio.wait_for(asyncio.shield(self.result), timeout)
 
 
 async def _call(component: RewardComponent, arg: Any, ledger: UnscoredLedger | None) -> Any:
-    """Call with retries for remote components; returns the raw value or raises the last error."""
+    """Call with retries for remote components; returns the raw value or raises the last error.
+
+    Each try is bounded by ``retry.timeout_s``. An async component's try is cancelled when it runs
+    out; a sync component's thread cannot be, so after its timeout the next try waits for the same
+    call again instead of starting a duplicate (which would send the same request twice)."""
     attempts = component.retry.attempts if component.retry else 1
+    timeout = component.retry.timeout_s if component.retry else None
+    running: _ThreadCall | None = None
     for attempt in range(attempts):
         try:
-            return await _call_once(component, arg)
+            if component.is_async:
+                coro = component.fn(arg)
+                return await asyncio.wait_for(coro, timeout) if timeout else await coro
+            if running is None or (running.result.done() and running.result.exception() is not None):
+                running = _ThreadCall(component.fn, arg)  # the first try, or the last one failed
+            return await running.wait(timeout)
         except RETRYABLE as exc:
             if attempt + 1 >= attempts:
                 raise

@@ -1,0 +1,68 @@
+"""The judges on Ray Serve as users start them (``rlplugs matrl serve-judges --ray``): two
+replicas on CPU, one killed mid-batch; every request is still answered (the client retries what
+the dead replica dropped, Serve routes it to the live one) and Serve replaces the dead replica."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from test_matrl_service import cells, free_port, wait_until_up
+
+pytest.importorskip("ray.serve")
+pytestmark = pytest.mark.slow
+
+RLPLUGS = str(Path(sys.executable).with_name("rlplugs"))
+
+
+def replica_pids(url: str, tries: int = 40) -> set[int]:
+    seen: set[int] = set()
+    for _ in range(tries):
+        seen.add(httpx.get(url + "/health", timeout=30).json()["pid"])
+        if len(seen) == 2:
+            break
+    return seen
+
+
+def test_two_replicas_one_killed_mid_batch_lose_nothing(plugin_env):
+    from matrl.judge_client import HttpJudges
+
+    port = free_port()
+    process = subprocess.Popen(
+        [RLPLUGS, "matrl", "serve-judges", "--ray", "--replicas", "2", "--cpus_per_replica", "0.5", "--port", str(port),
+         "--max_batch_size", "8", "--batch_window_s", "0.2"],
+        env={**plugin_env, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url, process, seconds=400)
+        pids = replica_pids(url)
+        assert len(pids) == 2, pids
+        judges = HttpJudges(url, 120, attempts=6, backoff_s=0.5, startup_wait_s=300)
+        requests = [cells(4 * i, 4) for i in range(16)]
+        with ThreadPoolExecutor(16) as pool:
+            futures = [pool.submit(judges.relax, r) for r in requests]
+            time.sleep(1.5)  # batches of 8 requests x 4 cells are relaxing on both replicas
+            victim = min(pids)
+            os.kill(victim, signal.SIGKILL)
+            answers = [f.result() for f in futures]
+        assert [len(a) for a in answers] == [4] * 16
+        assert all(r.energy_per_atom < 0 for a in answers for r in a)
+        assert judges.stats["retries"] > 0, judges.stats  # the kill did hit requests in flight
+        deadline = time.monotonic() + 180
+        while not (replica_pids(url, tries=8) - pids) and time.monotonic() < deadline:
+            time.sleep(2)
+        assert replica_pids(url, tries=8) - pids, "Serve did not replace the killed replica"
+    finally:
+        process.send_signal(signal.SIGINT)  # removes the app and stops the Ray cluster it started
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            process.kill()
