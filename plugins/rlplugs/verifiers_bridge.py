@@ -311,7 +311,10 @@ class EpisodeEnv(vf.Env):
                 if segment.terminated:
                     episode.stop(f"seat '{seat}' stopped (turn or token limit) before the episode ended")
                     break
-                episode.step(segment.last_reply)  # guarded: an environment error stops the episode
+                # guarded: an environment error stops the episode. In a worker thread: a step may
+                # wait on a judge (retries, a relaxation), and the agents' HTTP exchanges and the
+                # sibling attempts share this event loop.
+                await asyncio.to_thread(episode.step, segment.last_reply)
                 seen[seat] = len(observation) + 1
             else:
                 episode.stop(f"episode did not end within max_turns={self.config.max_turns}")
