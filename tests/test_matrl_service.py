@@ -21,7 +21,7 @@ from matrl.judges import JudgeUnavailable
 from matrl.plugin import MatrlConfig, build_env
 from matrl.policy import PrototypePolicy
 from matrl.prototypes import binary_prototypes
-from matrl.service import HttpJudges
+from matrl.judge_client import HttpJudges
 from matrl.tasks import task_row
 from rlplugs.episode import play
 

@@ -24,6 +24,7 @@ from pydantic import Field
 from pymatgen.core import Structure
 
 from matrl.cell_limits import check_cell_limits
+from matrl.datafiles import MEGNET_BANDGAP
 from matrl.judges import JudgeUnavailable
 from matrl.rewards import BAND_GAP_TOL, BAND_GAP_WIDTH, BULK_TOL_FRAC, BULK_WIDTH_FRAC, closeness, stability_credit
 from matrl.structures import StructureInputError, parse_structure
@@ -36,7 +37,8 @@ from rlplugs.rewards import RetryPolicy, RewardComponent, Sample, Score, Unscora
 
 class JudgeComponentConfig(StrictConfig):
     judge_url: str | None = Field(None, description="a running judge service; default: in-process judges")
-    band_gap_model: str | None = Field(None, description="MatGL-format MEGNet folder (matrl-band-gap)")
+    band_gap_model: str | None = Field(str(MEGNET_BANDGAP), description="MatGL-format MEGNet folder (matrl-band-gap); "
+                                       "default: the weights that ship with matrl; null: band gap off")
     device: str = "cpu"
     weight: float = 1.0
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
@@ -56,10 +58,10 @@ def structure_from_completion(text: str):
 def _judges(config: JudgeComponentConfig):
     from matrl.hull import load_hull_reference
     from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge, SwitchedOff
-    from matrl.service import HttpJudges
+    from matrl.judge_client import HttpJudges
 
     if config.judge_url:
-        remote = HttpJudges(config.judge_url, config.retry.timeout_s)
+        remote = HttpJudges.for_policy(config.judge_url, config.retry)
         return remote, remote, remote, load_hull_reference()
     mlip = CHGNetJudge(config.device)
     band_gap = MEGNetBandGapJudge(config.band_gap_model) if config.band_gap_model else SwitchedOff("band-gap")

@@ -25,7 +25,7 @@ from rlplugs.rewards import RetryPolicy
 
 @dataclass
 class JudgeSet:
-    """The judges one worker uses (in-process objects or one :class:`~matrl.service.HttpJudges`)."""
+    """The judges one worker uses (in-process objects or one :class:`~matrl.judge_client.HttpJudges`)."""
 
     mlip: Any
     band_gap: Any

@@ -50,7 +50,6 @@ from typing import Any
 
 from pydantic import Field
 
-from matrl.judge_client import HttpJudges  # noqa: F401 - the client; matrl.components imports it from here
 from matrl.structures import StructureInputError, parse_structure
 from rlplugs.config import StrictConfig
 from rlplugs.jsonhttp import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, UvicornThread
