@@ -92,7 +92,7 @@ def test_eval_rows_zero_is_refused(capsys, tmp_path):
         ("hull_reference", "/nonexistent/hull.json", "hull_reference: '/nonexistent/hull.json': no such file"),
         ("reference_csvs", ["/nonexistent/mp_20/train.csv"], "reference_csvs: '/nonexistent/mp_20/train.csv': cannot read"),
         ("prompt_csv", "/nonexistent/mp_20/train.csv", "prompt_csv: '/nonexistent/mp_20/train.csv': cannot read"),
-        ("judge_url", "http://127.0.0.1:9", "judge_url: no judge service answers at http://127.0.0.1:9"),
+        ("judge_url", "http://127.0.0.1:9", "judge_url: http://127.0.0.1:9: no judge service answered within 30 s"),
     ],
 )
 def test_matrl_preflight_refuses_a_missing_file_or_service_at_once(option, value, message):

@@ -76,7 +76,7 @@ def test_preflight_as_shipped_runs_real_relaxation_band_gap_and_eos():
 
 @pytest.fixture(scope="module")
 def service_without_band_gap_or_elastic():
-    service = JudgeService(CHGNetJudge(steps=6)).start()
+    service = JudgeService(Judges(CHGNetJudge(steps=6))).start()
     yield service
     service.stop()
 

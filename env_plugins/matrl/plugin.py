@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import threading
 from pathlib import Path
 from typing import Literal
@@ -20,6 +21,8 @@ from rlplugs.config import StrictConfig
 from rlplugs.envspec import EnvSpec, EvalProtocol
 from rlplugs.registry import Registration
 from rlplugs.rewards import RetryPolicy, Sample
+
+log = logging.getLogger(__name__)
 
 
 class MatrlConfig(StrictConfig):
@@ -130,24 +133,39 @@ def judges_off(config: MatrlConfig) -> set[str]:
     return {kind for kind, (option, value, _) in JUDGE_SWITCHES.items() if getattr(config, option) == value}
 
 
-def check_judge_service(url: str, timeout_s: float = 5.0) -> None:
-    """Raise ``ValueError`` unless a judge service answers ``GET {url}/health``."""
+def check_judge_service(url: str, wait_s: float = 30.0) -> None:
+    """Raise ``ValueError`` unless a matrl judge service answers ``GET {url}/health`` within
+    ``wait_s``. Refused, dropped or garbled answers are asked again until then: trainer processes
+    often start while the service is still starting (it answers ``/health`` at once and ``/ready``
+    once its models are in; the client waits for that). A server that answers as something else is
+    the wrong address and fails at once."""
+    import time
     import urllib.error
     import urllib.request
 
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8765")
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout_s) as response:
-            health = json.loads(response.read())
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise ValueError(f"no judge service answers at {url} ({reason}); start one with "
-                         "`rlplugs matrl serve-judges --port PORT`, or leave judge_url out to run the judges in "
-                         "this process") from None
-    if not isinstance(health, dict) or "scale" not in health:
-        raise ValueError(f"the server at {url} is not a matrl judge service (its /health "
-                         "answer has no 'scale'); start one with `rlplugs matrl serve-judges`")
+    deadline, delay = time.monotonic() + wait_s, 0.25
+    while True:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5.0) as response:
+                health = json.loads(response.read())
+            if isinstance(health, dict) and health.get("alive") is True:
+                return
+            problem = "its /health answer is not a matrl judge service's"
+            break
+        except urllib.error.HTTPError as exc:
+            problem = f"GET /health answered HTTP {exc.code}: not a matrl judge service"
+            break
+        except (OSError, ValueError) as exc:
+            problem = f"no judge service answered within {wait_s:g} s ({getattr(exc, 'reason', None) or exc})"
+            if time.monotonic() + delay > deadline:
+                break
+            log.info("judge service at %s: %s; asking again in %.2g s", url, problem, delay)
+            time.sleep(delay)
+            delay = min(2 * delay, 2.0)
+    raise ValueError(f"{url}: {problem}; start one with `rlplugs matrl serve-judges --port PORT`, or leave "
+                     "judge_url out to run the judges in this process")
 
 
 def _as_field(model: type[StrictConfig], option: str, value):
