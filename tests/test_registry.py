@@ -58,3 +58,11 @@ def test_validate_options_reports_every_valid_key():
     assert "'alpah' (did you mean 'alpha'?)" in str(err.value)
     assert "Valid options: alpha, beta" in str(err.value)
     assert validate_options(Cfg, {"beta": 3}).beta == 3.0
+
+
+def test_did_you_mean_names_the_underscore_spelling_whatever_the_order_of_the_known_names():
+    """argparse knows ``--max_steps`` and ``--max-steps``; which one came last in a set used to pick the hint."""
+    from rlplugs.registry import closest
+
+    aliases = ["--max_steps", "--max-steps", "--save_steps", "--save-steps"]
+    assert closest("--max_stpes", aliases, n=2) == closest("--max_stpes", aliases[::-1], n=2) == ["--max_steps", "--save_steps"]

@@ -93,8 +93,9 @@ def _normalise(name: str) -> str:
 
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     """Names in ``known`` most like ``name`` (for "did you mean" messages)."""
-    known = list(known)
-    by_norm = {k.replace("_", "-").lower(): k for k in known}
+    # one entry per spelling-insensitive name; of aliases (``--max_steps``/``--max-steps``) the
+    # underscore one, whatever order ``known`` came in (a set's order changes between runs)
+    by_norm = {k.replace("_", "-").lower(): k for k in sorted(known, key=lambda k: (k.count("_"), k))}
     hits = difflib.get_close_matches(name.replace("_", "-").lower(), list(by_norm), n=n, cutoff=0.5)
     return [by_norm[h] for h in hits]
 
