@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlplugs.prm.guidance import BeamSearch, BestOfN
     from rlplugs.prm.lockstep import finish
     from rlplugs.prm.model import PRMScorer
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if args.model is None:
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     options: dict[str, Any] = {"seats": args.seats, "partner": args.partner}
     if args.games != "all":
         options["games"] = args.games.split(",")
-    spec = get_environment("clembench-games", options)
+    spec = make_env("clembench-games", options)
     policy = HFPolicy(args.model, temperature=0.0, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
                       seed=args.seed, device=device)  # fmt: skip
 

@@ -14,14 +14,14 @@ from rlplugs.prm.guidance import BeamSearch, BestOfN, GuidedEpisode
 from rlplugs.prm.labels import monte_carlo_labels, save_rows
 from rlplugs.prm.model import PRMScorer, save_prm
 from rlplugs.prm.train import PRMTrainConfig, train_prm
-from rlplugs.registry import UnknownOptionError, get_environment, get_registry
+from rlplugs.registry import UnknownOptionError, make_env, get_registry
 
 DIGITS = {"digits": 1.0}
 
 
 @pytest.fixture(scope="module")
 def env():
-    return get_environment("count-test", {"rows": 4, "turns": 3})
+    return make_env("count-test", {"rows": 4, "turns": 3})
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_beam_search_batches_the_beams_of_several_episodes(env, digit_scorer):
 
 
 def test_an_error_in_one_game_stops_that_game_not_the_search(digit_scorer):
-    faulty = get_environment("count-test", {"rows": 4, "turns": 3, "fail_starts": [2]})  # start=2 raises on turn 2
+    faulty = make_env("count-test", {"rows": 4, "turns": 3, "fail_starts": [2]})  # start=2 raises on turn 2
     searches = [BestOfN(digit_scorer, n=2, temperature=None),
                 BeamSearch(digit_scorer, beam_width=2, n=2, iterations=2, temperature=None)]
     for search in searches:

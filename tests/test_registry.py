@@ -58,3 +58,14 @@ def test_validate_options_reports_every_valid_key():
     assert "'alpah' (did you mean 'alpha'?)" in str(err.value)
     assert "Valid options: alpha, beta" in str(err.value)
     assert validate_options(Cfg, {"beta": 3}).beta == 3.0
+
+
+def test_closest_shows_the_spelling_of_the_query_whatever_the_order():
+    """``--max_steps`` and ``--max-steps`` both exist (TRL's parser accepts both): a misspelled
+    ``--max_stpes`` is told ``--max_steps``, for any order of the known names (a set's order
+    changes with the hash seed, which made the launcher's hint flip between runs)."""
+    from rlplugs import closest
+
+    for known in (["--max-steps", "--max_steps", "--save_steps"], ["--max_steps", "--max-steps", "--save_steps"]):
+        assert closest("--max_stpes", known, n=2) == ["--max_steps", "--save_steps"]
+        assert closest("--max-stpes", known, n=1) == ["--max-steps"]

@@ -32,7 +32,7 @@ def log_history(output_dir: Path) -> list[dict]:
 
 def test_trl_grpo_env_with_lora_trains_logs_each_component_and_writes_a_checkpoint(tmp_path, tiny_qwen35, plugin_env):
     """Stock TRL flags (LoRA on the Qwen3.5 targets, accelerate's --num_processes) pass through."""
-    from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+    from rlplugs.qwen35 import QWEN35_LORA_TARGETS
 
     out = tmp_path / "out"
     proc = trl(
@@ -231,9 +231,9 @@ def test_fixups_attach_as_trainer_callbacks(tmp_path):
     from transformers import TrainerCallback
     from trl import GRPOConfig
 
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
     from rlplugs.trl.grpo import build_callbacks
 
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none")
-    [callback] = build_callbacks(["segments"], args, get_environment("letters-test"))
+    [callback] = build_callbacks(["segments"], args, make_env("letters-test"))
     assert isinstance(callback, TrainerCallback)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rlplugs.config import StrictConfig
+from rlplugs import StrictConfig
 
 Task = Literal["construct_smelting_line", "build_line", "plate_line", "belt_smelting"]
 

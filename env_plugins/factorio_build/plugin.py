@@ -9,10 +9,7 @@ from __future__ import annotations
 import functools
 
 import rlplugs
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.registry import Registration
-from rlplugs.rewards import RewardComponent, Sample
-from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+from rlplugs import EnvSpec, EvalProtocol, QWEN35_LORA_TARGETS, Registration, RewardComponent, Sample
 
 from factorio_build import pictures, prompt, reference, rows, sft
 from factorio_build.config import FactorioBuildConfig

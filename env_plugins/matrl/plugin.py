@@ -16,10 +16,7 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 import rlplugs
 from matrl.datafiles import MEGNET_BANDGAP
-from rlplugs.config import StrictConfig
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.registry import Registration
-from rlplugs.rewards import RetryPolicy, Sample
+from rlplugs import EnvSpec, EvalProtocol, Registration, RetryPolicy, Sample, StrictConfig
 
 
 class MatrlConfig(StrictConfig):
@@ -252,7 +249,7 @@ def preflight_samples(config: MatrlConfig) -> list[Sample]:
     from matrl.episode import system_prompt
     from matrl.policy import PrototypePolicy
     from matrl.tasks import task_row
-    from rlplugs.episode import play
+    from rlplugs import play
 
     start = episode_factory(config)
     system = system_prompt(config.max_turns, config.max_evaluations, config.max_atoms)

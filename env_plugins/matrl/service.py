@@ -52,8 +52,7 @@ from pydantic import Field
 
 from matrl.judge_client import HttpJudges  # noqa: F401 - the client; matrl.components imports it from here
 from matrl.structures import StructureInputError, parse_structure
-from rlplugs.config import StrictConfig
-from rlplugs.jsonhttp import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, UvicornThread
+from rlplugs import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, StrictConfig, UvicornThread
 
 log = logging.getLogger(__name__)
 

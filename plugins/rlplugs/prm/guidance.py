@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rlplugs.episode import BatchPolicy, Episode, Message, guard
+from rlplugs import BatchPolicy, Episode, Message, guard
 from rlplugs.prm.lockstep import advance_until_learner, finish
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlplugs.episode import BatchPolicy, Episode, Message, guard, stop_reason
+from rlplugs import BatchPolicy, Episode, Message, guard, stop_reason
 from rlplugs.prm.lockstep import advance_until_learner, finish
 
 log = logging.getLogger(__name__)

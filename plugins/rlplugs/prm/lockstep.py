@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlplugs.episode import BatchPolicy, Episode
+from rlplugs import BatchPolicy, Episode
 
 
 def advance(episodes: Sequence[Episode], policy: BatchPolicy) -> int:

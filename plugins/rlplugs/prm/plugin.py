@@ -17,8 +17,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 import rlplugs
-from rlplugs.config import StrictConfig
-from rlplugs.registry import Registration
+from rlplugs import Registration, StrictConfig
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +98,7 @@ def _add_dataclass_arguments(parser: argparse.ArgumentParser, config_cls: type) 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from rlplugs.cli import UsageError
+    from rlplugs import UsageError
     from rlplugs.prm.labels import load_rows
     from rlplugs.prm.train import PRMTrainConfig, train_prm
 
@@ -118,13 +117,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_label(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs.cli import UsageError, build_env
-    from rlplugs.episode import guard
-    from rlplugs.policies import HFPolicy
+    from rlplugs import HFPolicy, UsageError, guard, make_env, parse_json_options
     from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
     from rlplugs.prm.lockstep import finish
 
-    spec = build_env(args.env, args.env_args)
+    spec = make_env(args.env, parse_json_options(args.env_args, "--env_args"))
     if not spec.multi_turn:
         raise UsageError(f"env '{spec.name}' is single-turn; PRM labels need a multi-turn env")
     try:

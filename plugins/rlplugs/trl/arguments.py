@@ -30,7 +30,8 @@ from trl.scripts.grpo import GRPOScriptArguments
 
 from rlplugs.config import parse_json_options
 from rlplugs.envspec import EnvSpec
-from rlplugs.registry import closest, get_environment, get_registry
+from rlplugs.errors import did_you_mean
+from rlplugs.registry import get_registry, make_env
 from rlplugs.rewards import RewardComponent
 
 
@@ -140,7 +141,7 @@ def extra_components(args: EnvArguments) -> list[RewardComponent]:
 
 def build_env_spec(args: EnvArguments) -> EnvSpec:
     """The EnvSpec named by ``--env`` with its options, plus any ``--extra_rewards``."""
-    spec = get_environment(args.environment, args.env_args)
+    spec = make_env(args.environment, args.env_args)
     extra = extra_components(args)
     return spec.with_components(extra) if extra else spec
 
@@ -213,12 +214,8 @@ def check_recommendations(spec: EnvSpec) -> None:
     unknown = [k for k in {**spec.trainer_defaults, **spec.model_defaults} if k not in known]
     if not unknown:
         return
-    parts = []
-    for key in unknown:
-        hint = closest(key, known)
-        parts.append(f"'{key}'" + (f" (did you mean {' or '.join(repr(h) for h in hint)}?)" if hint else ""))
     raise LaunchError(
-        f"env '{spec.name}' recommends options the TRL trainer does not have: {', '.join(parts)}. "
+        f"env '{spec.name}' recommends options the TRL trainer does not have: {did_you_mean(unknown, known)}. "
         "EnvSpec.trainer_defaults/model_defaults take TRL option names (chat-template options go in "
         "chat_template_kwargs, episode limits in max_episode_turns); fix the environment plugin"
     )

@@ -18,11 +18,7 @@ from typing import Any
 from datasets import Dataset
 
 import rlplugs
-from rlplugs.config import StrictConfig
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.episode import StepResult, play
-from rlplugs.registry import Registration
-from rlplugs.rewards import RewardComponent, Sample, Score
+from rlplugs import EnvSpec, EvalProtocol, Registration, RewardComponent, Sample, Score, StepResult, StrictConfig, play
 
 
 class CountConfig(StrictConfig):

@@ -14,10 +14,7 @@ from typing import Any
 from datasets import Dataset
 
 import rlplugs
-from rlplugs.config import StrictConfig
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.registry import Registration
-from rlplugs.rewards import RewardComponent, Sample, Unscorable
+from rlplugs import EnvSpec, EvalProtocol, Registration, RewardComponent, Sample, StrictConfig, Unscorable
 
 PROMPTS = ["Write a word.", "Name a colour.", "Say hello.", "Spell a fruit.", "Write a letter.", "Name an animal."]
 
