@@ -58,7 +58,7 @@ def test_mp20_csv_loads_structures_and_conditions():
 
 
 def test_env_dataset_declares_mix_and_has_eval_splits():
-    spec = make_env("matrl", {"train_rows": 20, "eval_rows": 10, "prompt_csv": str(MP20_SUBSET["val"])})
+    spec = make_env("matrl", {"rows": 20, "eval_rows": 10, "prompt_csv": str(MP20_SUBSET["val"])})
     assert set(spec.datasets) == {"train", "validation", "test"}
     ds = spec.dataset("validation")
     assert len(ds) == 10 and "task mix" in ds.info.description

@@ -29,4 +29,4 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'clembench_games' has no attribute {name!r}")
     from rlplugs import verifiers_export
 
-    return verifiers_export("clembench-games", name)
+    return verifiers_export(__name__, name)

@@ -32,9 +32,6 @@ from clembench_games.rows import ClembenchGamesConfig, episode_for_row, rows
 from clembench_games.sft import turn_samples
 from clembench_games.transcripts import save_episode
 
-ENV_NAME = "clembench-games"
-
-
 def _dataset(cfg: ClembenchGamesConfig, split: str):
     from datasets import Dataset
 
@@ -110,7 +107,6 @@ def _eval_rows(cfg: ClembenchGamesConfig) -> int:
 def build(cfg: ClembenchGamesConfig | None = None) -> EnvSpec:
     cfg = cfg or ClembenchGamesConfig()
     return EnvSpec(
-        name=ENV_NAME,
         description="Clean-room clembench-2.0-style dialogue games (wordle x3, taboo, referencegame, "
         "privateshared) with clembench scores; self-play or one seat against a scripted partner.",
         datasets={s: partial(_dataset, cfg, s) for s in SPLITS},
@@ -132,7 +128,7 @@ def build(cfg: ClembenchGamesConfig | None = None) -> EnvSpec:
 
 @hookimpl
 def rlplugs_register_environments() -> list[Registration]:
-    return [Registration(ENV_NAME, build, "clembench-style dialogue games, clemscore, won-episode SFT", ClembenchGamesConfig)]
+    return [Registration("clembench-games", build, "clembench-style dialogue games, clemscore, won-episode SFT", ClembenchGamesConfig)]
 
 
 @hookimpl

@@ -18,4 +18,4 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'factorio_build' has no attribute {name!r}")
     from rlplugs import verifiers_export
 
-    return verifiers_export("factorio-build", name)
+    return verifiers_export(__name__, name)

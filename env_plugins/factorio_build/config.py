@@ -1,4 +1,4 @@
-"""Options of the ``factorio-build`` environment (YAML ``environment_options``, TOML ``env.taskset``).
+"""Options of the ``factorio-build`` environment (``--env_args``, YAML ``env_args``, TOML ``env.taskset``).
 
 One strict pydantic model: an unknown key is an error that names the closest valid one, so a typo
 in a recipe fails before any compute is spent.

@@ -74,7 +74,6 @@ def build_env(config: FactorioBuildConfig | None = None) -> EnvSpec:
         ]
 
     return EnvSpec(
-        name="factorio-build",
         description=f"Write one Python program that solves {config.task} on {config.n_scenes} unseen factory-sim scenes.",
         datasets={split: functools.partial(_dataset, config, split) for split in rows.SPLITS},
         components=[

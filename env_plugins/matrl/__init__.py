@@ -22,4 +22,4 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'matrl' has no attribute {name!r}")
     from rlplugs import verifiers_export
 
-    return verifiers_export("matrl", name)
+    return verifiers_export(__name__, name)

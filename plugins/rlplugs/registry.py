@@ -213,7 +213,7 @@ def make_env(name: str, options: dict[str, Any] | None = None):
     registry = get_registry()
     registration = registry.get("environment", name)
     try:
-        return registration.build(options)
+        spec = registration.build(options)
     except UsageError:
         raise
     except ValueError as exc:  # a value the env's factory refuses
@@ -221,3 +221,20 @@ def make_env(name: str, options: dict[str, Any] | None = None):
     except ModuleNotFoundError as exc:
         hint = registry.install_hint(registration.plugin, exc) or "; install it"
         raise MissingDependencyError(f"env '{name}' needs a module that is not installed ({exc}){hint}") from exc
+    if spec.name and spec.name != name:
+        raise TypeError(f"plugin '{registration.plugin}' registers env '{name}' but its factory names the EnvSpec "
+                        f"'{spec.name}'; leave EnvSpec.name out: the registration names it")  # fmt: skip
+    spec.name = name
+    return spec
+
+
+def env_for_module(module: str) -> str:
+    """The registered env whose importable module is ``module`` (``factorio_build`` ->
+    ``factorio-build``: verifiers imports an env id with ``-`` as ``_``), so an env package's
+    ``__init__`` can name itself with ``__name__`` instead of writing its id a second time."""
+    top = module.split(".")[0].replace("-", "_")
+    names = [n for n in get_registry().table("environment") if n.replace("-", "_") == top]
+    if not names:
+        raise UnknownPluginError(f"no registered environment is importable as module '{top}' (an env id maps to its "
+                                 "module with '-' as '_'); see `rlplugs list`")  # fmt: skip
+    return names[0]

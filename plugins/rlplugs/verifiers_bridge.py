@@ -62,7 +62,7 @@ from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 from rlplugs.envspec import EnvSpec
 from rlplugs.episode import GuardedEpisode, guard
 from rlplugs.config import unknown_options_message
-from rlplugs.registry import get_registry, make_env
+from rlplugs.registry import env_for_module, get_registry, make_env
 from rlplugs.rewards import Sample, Score, Unscorable
 
 # --- names and specs ------------------------------------------------------------------------
@@ -411,9 +411,11 @@ def harness_class(env_name: str) -> type[vf.Harness]:
 # --- module exports -------------------------------------------------------------------------
 
 
-def verifiers_export(env_name: str, attr: str) -> type:
-    """Module ``__getattr__`` body for env packages: ``<Name>Taskset``, ``<Name>Env`` or
-    ``<Name>Harness`` of ``env_name``; anything else is an ``AttributeError``."""
+def verifiers_export(module: str, attr: str) -> type:
+    """Module ``__getattr__`` body for env packages, called as ``verifiers_export(__name__, name)``:
+    ``<Name>Taskset``, ``<Name>Env`` or ``<Name>Harness`` of the env importable as ``module`` (an
+    env id works too); anything else is an ``AttributeError``."""
+    env_name = env_for_module(module)
     prefix = class_prefix(env_name)
     builders = {f"{prefix}Taskset": taskset_class, f"{prefix}Env": env_class, f"{prefix}Harness": harness_class}
     if attr not in builders:

@@ -9,4 +9,4 @@ __all__ = ["CountTestTaskset", "CountTestEnv", "CountTestHarness"]
 def __getattr__(name):
     from rlplugs import verifiers_export
 
-    return verifiers_export("count-test", name)
+    return verifiers_export(__name__, name)

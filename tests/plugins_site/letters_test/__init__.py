@@ -9,4 +9,4 @@ __all__ = ["LettersTestTaskset", "LettersTestHarness"]
 def __getattr__(name):
     from rlplugs import verifiers_export
 
-    return verifiers_export("letters-test", name)
+    return verifiers_export(__name__, name)

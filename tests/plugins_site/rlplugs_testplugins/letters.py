@@ -49,7 +49,6 @@ def build(config: LettersConfig) -> EnvSpec:
     if config.dead_component:
         components.append(RewardComponent("never", never, 1.0))
     return EnvSpec(
-        name="letters-test",
         description="Reward ASCII letters and brevity (test environment).",
         datasets={"train": lambda: _rows(config.rows, 0), "validation": lambda: _rows(4, 100)},
         components=components,
