@@ -72,7 +72,7 @@ def test_eval_out_that_cannot_be_written(capsys):
 
 def test_eval_prm_that_does_not_exist(capsys, tiny_qwen35, tmp_path):
     main_usage_error(capsys, "eval", "--env", "count-test", "--model", str(tiny_qwen35), "--guidance", "best-of-n",
-                     "--prm", "/nonexistent/prm", "--out", str(tmp_path),
+                     "--guidance_args", '{"prm": "/nonexistent/prm"}', "--out", str(tmp_path),
                      needles=("prm: '/nonexistent/prm' is not a directory", "rlplugs prm train"))
 
 

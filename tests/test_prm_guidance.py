@@ -177,7 +177,8 @@ def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35):
     assert json.loads((tmp_path / "prm" / "prm_training.json").read_text())["steps"] == 1
     out = tmp_path / "eval"
     assert main(["eval", "--env", "count-test", "--model", str(tiny_qwen35), "--rows", "1", "--samples", "1",
-                 "--max_new_tokens", "4", "--guidance", "best-of-n", "--n", "2", "--prm", str(tmp_path / "prm"),
+                 "--max_new_tokens", "4", "--guidance", "best-of-n",
+                 "--guidance_args", json.dumps({"n": 2, "prm": str(tmp_path / "prm")}),
                  "--out", str(out)]) == 0  # fmt: skip
     text = "\n".join(p.read_text() for p in out.rglob("*.json*"))
     assert '"strategy": "best-of-n"' in text and '"scores"' in text

@@ -135,9 +135,7 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch_size", type=int, default=8, help="conversations per generate() call")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--guidance", help="registered guidance strategy (multi-turn envs), e.g. best-of-n")
-    p.add_argument("--n", type=int, help="guidance: candidates per turn")
-    p.add_argument("--beam_width", type=int, help="guidance: beams kept")
-    p.add_argument("--prm", help="guidance: process reward model path")
+    p.add_argument("--guidance_args", help='options of the guidance strategy as a JSON object, e.g. \'{"n": 4, "prm": "runs/prm"}\'')
     p.add_argument("--render", type=int, default=3, help="samples the env renders as pictures (if it can)")
     p.add_argument("--out", required=True, help="report directory")
 
@@ -145,13 +143,12 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from rlplugs.eval_command import run_eval
 
-    options = {k: getattr(args, k) for k in ("n", "beam_width", "prm") if getattr(args, k) is not None}
     run_eval(
         args.env, args.out, env_args=parse_env_args(args.env_args), split=args.split, model=args.model,
         policy=args.policy, tokenizer=args.tokenizer, rows=args.rows, samples=args.samples,
         temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
         enable_thinking=args.enable_thinking, batch_size=args.batch_size, seed=args.seed, guidance=args.guidance,
-        guidance_args=options or None, render=args.render,
+        guidance_args=parse_json_options(args.guidance_args, "--guidance_args"), render=args.render,
     )  # fmt: skip
     return 0
 

@@ -17,14 +17,14 @@ import functools
 import importlib.metadata
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pluggy
 
 from rlplugs import hookspecs
-from rlplugs.config import validate_options
+from rlplugs.config import parse_json_options, validate_options
 from rlplugs.errors import (
     DuplicateNameError,
     InvalidOptionsError,
@@ -226,6 +226,26 @@ def make_env(name: str, options: dict[str, Any] | None = None):
                         f"'{spec.name}'; leave EnvSpec.name out: the registration names it")  # fmt: skip
     spec.name = name
     return spec
+
+
+def build_named(kind: Kind, names: Sequence[str], args: Mapping[str, Any] | str | None, flag: str) -> list[Any]:
+    """The registrations ``names`` of ``kind`` (reward components, fixups), each built with its
+    entry of ``args``: ``{NAME: {option: value}}``, a JSON object on a command line
+    (``--reward_args``, ``--fixup_args``), a mapping in YAML. Each entry is checked by its
+    registration's config like ``--env_args`` and ``--guidance_args`` are; options for a name that
+    is not among ``names`` are an error, not ignored."""
+    options = parse_json_options(args, flag) or {}
+    stray = [key for key in options if key not in names]
+    if stray:
+        raise UnknownOptionError(f"{flag} has options for {did_you_mean(stray, names)}, which "
+                                 f"{'is' if len(stray) == 1 else 'are'} not named (named: {', '.join(names) or 'none'})")  # fmt: skip
+    built = []
+    for name in names:
+        entry = options.get(name)
+        if entry is not None and not isinstance(entry, Mapping):
+            raise InvalidOptionsError(f"{flag}: the options of '{name}' must be a mapping like {{\"key\": value}}, got {entry!r}")
+        built.append(get_registry().get(kind, name).build(entry))
+    return built
 
 
 def env_for_module(module: str) -> str:

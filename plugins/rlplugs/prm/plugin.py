@@ -1,8 +1,9 @@
 """Registers PRM guidance (``best-of-n``, ``beam``) and the ``rlplugs prm label|train`` commands.
 
-Guidance options are strict configs, so ``rlplugs eval --guidance best-of-n --n 4 --prm DIR``
-and ``get_registry().get("guidance", "beam").build({...})`` validate the same way; the PRM is
-loaded when the strategy is built.
+Guidance options are strict configs, so ``rlplugs eval --guidance best-of-n --guidance_args
+'{"n": 4, "prm": "DIR"}'`` and ``get_registry().get("guidance", "beam").build({...})`` validate the
+same way; the PRM is loaded when the strategy is built. The core CLI declares none of these
+options: they are this plugin's, given as one mapping.
 """
 
 from __future__ import annotations
