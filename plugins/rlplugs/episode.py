@@ -178,6 +178,13 @@ def stop_reason(episode: Any) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
+def last_reply(episode: Episode, seat: str) -> str:
+    """The last assistant message ``seat`` wrote in ``episode`` ("" if none): the completion an
+    episode's components and reports score for that seat."""
+    replies = [m for m in episode.transcript(seat) if m.get("role") == "assistant"]
+    return str(replies[-1].get("content", "")) if replies else ""
+
+
 def play(episode: Episode, policy: Policy, max_turns: int = 1000) -> Episode:
     """Play ``episode`` to its end with one policy on every seat; returns the same episode."""
     turns = 0

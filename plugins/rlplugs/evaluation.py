@@ -28,7 +28,7 @@ from typing import Any
 
 from rlplugs.config import validate_options
 from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.episode import Episode, GuardedEpisode, Guidance, Policy, guard, stop_reason
+from rlplugs.episode import Episode, GuardedEpisode, Guidance, Policy, guard, last_reply, stop_reason
 from rlplugs.policies import as_batch_policy
 from rlplugs.rewards import Sample, Score, UnscoredLedger, run_sync, weighted_total
 
@@ -117,9 +117,7 @@ def episode_samples(
     samples = []
     for (group, row), ep in zip(starts, played):
         seat = ep.trained_seats[0] if ep.trained_seats else ep.current_seat
-        replies = [m for m in ep.transcript(seat) if m.get("role") == "assistant"]
-        completion = str(replies[-1].get("content", "")) if replies else ""
-        samples.append(Sample(prompt=row["prompt"], completion=completion, row=row, episode=ep, group=group))
+        samples.append(Sample(prompt=row["prompt"], completion=last_reply(ep, seat), row=row, episode=ep, group=group))
     return samples
 
 

@@ -60,7 +60,7 @@ from verifiers.v1.harnesses.null import NullHarness
 from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
 from rlplugs.envspec import EnvSpec
-from rlplugs.episode import GuardedEpisode, guard
+from rlplugs.episode import GuardedEpisode, guard, last_reply
 from rlplugs.config import unknown_options_message
 from rlplugs.registry import env_for_module, get_registry, make_env
 from rlplugs.rewards import Sample, Score, Unscorable
@@ -272,8 +272,7 @@ class EpisodeEnv(vf.Env):
         for episode, seat_traces in played:
             for seat, trace in seat_traces.items():
                 if seat in episode.trained_seats:
-                    replies = [m for m in episode.transcript(seat) if m.get("role") == "assistant"]
-                    samples.append(_sample(data, str(replies[-1].get("content", "")) if replies else "", episode, 0, seat))
+                    samples.append(_sample(data, last_reply(episode, seat), episode, 0, seat))
                     traces.append(trace)
         for trace, scores in zip(traces, await spec.ascore(samples)):
             record_scores(trace, scores, spec.weights)
