@@ -51,6 +51,24 @@ def test_episode_that_never_ends_is_unscored_with_its_reason():
     assert "did not end within 2 turns" in next(iter(result["unscored"]["digits"]["reasons"]))
 
 
+def test_the_lockstep_runner_stops_a_guarded_episode_at_its_cap_and_raises_for_a_bare_one():
+    """One runner (rlplugs.play_lockstep) plays evaluation, PRM labels, guidance and ``play``: at
+    the turn cap a guarded episode is stopped with the reason (unscored later), a bare one raises."""
+    from rlplugs import as_batch_policy, guard, play, play_lockstep, stop_reason
+
+    spec = make_env("count-test", {"turns": 5})
+    row = spec.dataset("validation")[0]
+    finished, capped = guard(spec.episodes(row)), guard(spec.episodes(row))
+    ended = []
+    play_lockstep([finished], as_batch_policy(spec.reference_policy), max_turns=5, on_done=ended.append)
+    play_lockstep([capped], as_batch_policy(spec.reference_policy), max_turns=2, on_done=ended.append)
+    assert ended == [finished, capped] and stop_reason(finished) is None
+    assert stop_reason(capped) == "episode did not end within 2 turns"
+    with pytest.raises(RuntimeError, match="did not end within 2 turns"):
+        play(spec.episodes(row), spec.reference_policy, max_turns=2)
+    assert play(spec.episodes(row), spec.reference_policy, max_turns=5).done
+
+
 def test_episode_stopped_by_an_error_is_unscored_in_every_component_with_its_reason():
     spec = make_env("count-test", {"fail_starts": [101]})  # validation rows start at 100
     result = evaluate(spec, "validation", spec.reference_policy)

@@ -12,7 +12,7 @@ from test_cli import RLPLUGS
 
 from rlplugs.episode import guard, play, stop_reason
 from rlplugs.prm.labels import load_rows, monte_carlo_labels, outcome_labels, outcome_value, save_rows
-from rlplugs.prm.lockstep import finish
+from rlplugs import play_lockstep
 from rlplugs.registry import make_env
 
 DIGITS = {"digits": 1.0}
@@ -76,7 +76,7 @@ def test_an_episode_stopped_by_an_error_gives_no_labels_and_the_others_do(caplog
     assert len(rows) == 3 * 2 and {r["meta"]["episode"] for r in rows} == {0}  # its continuations all stopped
     assert "4 candidates had no scored continuation" in caplog.text
     games = [guard(ep) for ep in episodes(env)]
-    finish(games, ScriptedPolicy(["7"]))
+    play_lockstep(games, ScriptedPolicy(["7"]))
     assert "judge crashed" in stop_reason(games[1]) and outcome_value(games[1], DIGITS) is None
     assert len(outcome_labels(games, DIGITS)) == 3  # row 0's three turns
 

@@ -118,9 +118,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_label(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs import HFPolicy, UsageError, guard, make_env, parse_json_options
+    from rlplugs import HFPolicy, UsageError, guard, make_env, parse_json_options, play_lockstep
     from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
-    from rlplugs.prm.lockstep import finish
 
     spec = make_env(args.env, parse_json_options(args.env_args, "--env_args"))
     if not spec.multi_turn:
@@ -143,7 +142,7 @@ def cmd_label(args: argparse.Namespace) -> int:
             chunk = rows[start : start + args.chunk]
             episodes = [guard(spec.episodes(row)) for row in chunk]  # an error stops one game, not the run
             if args.method == "outcome":
-                finish(episodes, policy)
+                play_lockstep(episodes, policy)
                 new = outcome_labels(episodes, weights)
             else:
                 new = monte_carlo_labels(episodes, policy, weights, k=args.k, candidates=args.candidates)
