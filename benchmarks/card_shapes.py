@@ -305,9 +305,9 @@ def reload_losses(a) -> dict:
 
 
 def sft_samples(n: int) -> list[dict]:
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
 
-    ds = get_environment("clembench-games").sft_dataset("scripted-wins")
+    ds = make_env("clembench-games").sft_dataset("scripted-wins")
     return [ds[i] for i in range(n)]
 
 

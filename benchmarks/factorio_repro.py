@@ -93,9 +93,9 @@ def evaluate_model(a, model_dir: str, stage: str) -> dict:
     """The card's protocol (16 rows x 4 samples, T=0.6, thinking off) on validation and holdout."""
     from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
     from rlplugs.policies import HFPolicy
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
 
-    spec = get_environment(ENV, {"workers": a.workers})
+    spec = make_env(ENV, {"workers": a.workers})
     protocol = protocol_overrides(spec.eval, rows=a.eval_rows, samples_per_row=a.eval_samples, max_new_tokens=a.max_new_tokens)
     policy = HFPolicy(
         model_dir,

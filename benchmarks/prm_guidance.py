@@ -88,7 +88,7 @@ def timed(fn):
 def label_and_train(args, spec, policy, model_dir: str, device: str) -> tuple[str, dict[str, Any]]:
     from rlplugs.prm.guidance import sampler
     from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
-    from rlplugs.prm.lockstep import finish
+    from rlplugs import play_lockstep
     from rlplugs.prm.train import PRMTrainConfig, train_prm
 
     work = Path(args.work)
@@ -99,7 +99,7 @@ def label_and_train(args, spec, policy, model_dir: str, device: str) -> tuple[st
         rows, label_s = timed(lambda: monte_carlo_labels(episodes, sampling, weights, k=args.k, candidates=args.candidates))
     else:
         def rollouts():
-            finish(episodes, sampling)
+            play_lockstep(episodes, sampling)
             return outcome_labels(episodes, weights)
 
         rows, label_s = timed(rollouts)
@@ -183,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from rlplugs.policies import HFPolicy
     from rlplugs.prm.guidance import BeamSearch, BestOfN
-    from rlplugs.prm.lockstep import finish
+    from rlplugs import play_lockstep
     from rlplugs.prm.model import PRMScorer
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if args.model is None:
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     options: dict[str, Any] = {"seats": args.seats, "partner": args.partner}
     if args.games != "all":
         options["games"] = args.games.split(",")
-    spec = get_environment("clembench-games", options)
+    spec = make_env("clembench-games", options)
     policy = HFPolicy(args.model, temperature=0.0, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
                       seed=args.seed, device=device)  # fmt: skip
 
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         set_seed(args.seed)
         episodes = [spec.episodes(r) for r in held_out]
         if mode == "greedy":
-            finish(episodes, policy)
+            play_lockstep(episodes, policy)
             return episodes
         if mode == "best_of_n":
             return BestOfN(scorer, n=args.n, temperature=args.temperature).play_all(episodes, policy)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from rlplugs.episode import play
-from rlplugs.registry import get_environment
+from rlplugs.registry import make_env
 
 from clembench_games import GAMES, instances, new_game, play_scripted
 from clembench_games.transcripts import save_episode, write_index
@@ -24,7 +24,7 @@ def main() -> int:
     parser.add_argument("--out", default="outputs/clembench-bounds")
     parser.add_argument("--split", default="test", choices=("validation", "test"))
     args = parser.parse_args()
-    spec = get_environment("clembench-games", {})
+    spec = make_env("clembench-games", {})
     runs = {
         "perfect": [play_scripted(new_game(i), "perfect", seed=i["seed"]) for g in GAMES for i in instances(g, args.split)],
         "random": [play_scripted(new_game(i), "random", seed=i["seed"]) for g in GAMES for i in instances(g, args.split)],

@@ -26,12 +26,12 @@ def main() -> None:
     from peft import LoraConfig
     from trl import GRPOConfig
 
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
     from rlplugs.tiny_models import tiny_qwen35_dir
     from rlplugs.trl.rewards import EnvRewardFunctions
     from rlplugs.trl.trainer import EnvGRPOTrainer
 
-    spec = get_environment("factorio-build", {"rows": 8, "eval_rows": 2})
+    spec = make_env("factorio-build", {"rows": 8, "eval_rows": 2})
     spec.preflight()  # both components compute on the reference program before step 0
     rewards = EnvRewardFunctions(spec)
     config = GRPOConfig(

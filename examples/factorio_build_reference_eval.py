@@ -26,9 +26,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
 
-    spec = get_environment("factorio-build")
+    spec = make_env("factorio-build")
     protocol = protocol_overrides(spec.eval, rows=args.rows, samples_per_row=args.samples)
     report, path = evaluate_to_dir(
         spec, args.splits, spec.reference_policy, args.out, protocol=protocol, policy_name="reference", progress=True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from rlplugs.episode import play
-from rlplugs.registry import get_environment
+from rlplugs.registry import make_env
 from rlplugs.rewards import Sample
 
 
@@ -29,7 +29,7 @@ def main() -> None:
         options["band_gap_model"] = args.band_gap_model
     if args.reference_csv:
         options["reference_csvs"] = [args.reference_csv]
-    spec = get_environment("matrl", options)
+    spec = make_env("matrl", options)
     samples = []
     for group, row in enumerate(spec.dataset("validation")):
         for _ in range(args.rollouts):

@@ -95,12 +95,12 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
     ``(spec, rewards, trainer)``."""
     from trl import GRPOConfig
 
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
     from rlplugs.trl.rewards import EnvRewardFunctions
     from rlplugs.trl.rollout import make_episode_rollout
     from rlplugs.trl.trainer import EnvGRPOTrainer
 
-    spec = get_environment(env, options)
+    spec = make_env(env, options)
     rewards = EnvRewardFunctions(spec)
     args = GRPOConfig(
         output_dir=str(output_dir),

@@ -61,7 +61,7 @@ GRPO_SIZES = [
 MULTI_TURN_SIZES = ["--max_completion_length", "24", "--generation_kwargs", '{"max_new_tokens": 8}', "--max_episode_turns", "2"]
 EVAL_SIZES = ["--rows", "1", "--samples", "1", "--max_new_tokens", "8", "--render", "1"]
 FACTORIO_ARGS = {"rows": 2, "eval_rows": 1, "program_cpu_limit_s": 1.0}
-MATRL_ARGS = {"train_rows": 2, "eval_rows": 1, "max_turns": 2, "max_evaluations": 1, "relax_steps": 5}
+MATRL_ARGS = {"rows": 2, "eval_rows": 1, "max_turns": 2, "max_evaluations": 1, "relax_steps": 5}
 CLEMBENCH_ARGS = {"games": ["referencegame"], "seats": "single", "train_per_experiment": 1}
 HEADLINE = {  # components every env logs on every step (others may be unscored as not applicable)
     "factorio-build": ["success", "validity"],

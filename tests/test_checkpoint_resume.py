@@ -54,7 +54,7 @@ def _model(model_dir: Path, lora: bool):
     if lora:
         from peft import LoraConfig, get_peft_model
 
-        from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+        from rlplugs.qwen35 import QWEN35_LORA_TARGETS
 
         model = get_peft_model(
             model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1, target_modules=QWEN35_LORA_TARGETS)

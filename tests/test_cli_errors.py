@@ -72,7 +72,7 @@ def test_eval_out_that_cannot_be_written(capsys):
 
 def test_eval_prm_that_does_not_exist(capsys, tiny_qwen35, tmp_path):
     main_usage_error(capsys, "eval", "--env", "count-test", "--model", str(tiny_qwen35), "--guidance", "best-of-n",
-                     "--prm", "/nonexistent/prm", "--out", str(tmp_path),
+                     "--guidance_args", '{"prm": "/nonexistent/prm"}', "--out", str(tmp_path),
                      needles=("prm: '/nonexistent/prm' is not a directory", "rlplugs prm train"))
 
 
@@ -106,6 +106,20 @@ def test_matrl_prompt_csv_without_a_cif_column(tmp_path):
     csv.write_text("material_id,pretty_formula\nmp-1,NaCl\n")
     proc = run(None, "preflight", "--env", "matrl", "--env_args", json.dumps({"prompt_csv": str(csv)}))
     assert_usage_error(proc, "prompt_csv:", "no 'cif' column (columns: material_id, pretty_formula)")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--split", "nosuch"], "env 'matrl' has no split 'nosuch'"),
+     (["--env_args", '{"eval_rowz": 2}'], "'eval_rowz' (did you mean 'eval_rows'"),
+     (["--model", "/nonexistent"], "--model /nonexistent: no such directory")],
+)
+def test_matrl_sun_eval_checks_its_inputs_as_rlplugs_eval_does(capsys, tmp_path, args, message):
+    """``sun-eval`` is ``rlplugs eval`` with matrl's options (one function, ``rlplugs.run_eval``):
+    its inputs fail the same way, before any model loads or any report folder is made."""
+    who = [] if "--model" in args else ["--policy", "reference"]
+    main_usage_error(capsys, "matrl", "sun-eval", *who, *args, "--out", str(tmp_path / "sun"), needles=(message,))
+    assert not (tmp_path / "sun").exists()
 
 
 # --- rlplugs ckpt -----------------------------------------------------------------------------

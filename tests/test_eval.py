@@ -10,14 +10,14 @@ import subprocess
 import pytest
 
 from rlplugs.evaluation import evaluate, evaluate_to_dir, protocol_overrides
-from rlplugs.registry import get_environment
+from rlplugs.registry import make_env
 from test_cli import RLPLUGS
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_single_turn_reference_policy_scores_every_sample_with_each_component():
-    spec = get_environment("letters-test")
+    spec = make_env("letters-test")
     result = evaluate(spec, "validation", spec.reference_policy)
     assert result["counts"] == {"rows": 4, "samples": 8, "samples_per_row": 2, "unscored_samples": 0}
     assert result["components"] == {"letters": 1.0, "brevity": pytest.approx(1 - 3 / 200)}
@@ -26,7 +26,7 @@ def test_single_turn_reference_policy_scores_every_sample_with_each_component():
 
 
 def test_multi_turn_reference_policy_plays_whole_episodes():
-    spec = get_environment("count-test", {"turns": 3})
+    spec = make_env("count-test", {"turns": 3})
     result = evaluate(spec, "validation", spec.reference_policy)
     assert result["counts"]["samples"] == 8
     assert result["components"] == {"digits": 1.0, "final_len": 1.0}
@@ -35,7 +35,7 @@ def test_multi_turn_reference_policy_plays_whole_episodes():
 
 
 def test_dead_component_is_reported_unscored_with_reason_not_averaged_as_zero():
-    spec = get_environment("letters-test", {"dead_component": True})
+    spec = make_env("letters-test", {"dead_component": True})
     result = evaluate(spec, "validation", spec.reference_policy)
     assert result["components"]["never"] is None
     assert result["unscored"]["never"]["count"] == 8
@@ -44,15 +44,33 @@ def test_dead_component_is_reported_unscored_with_reason_not_averaged_as_zero():
 
 
 def test_episode_that_never_ends_is_unscored_with_its_reason():
-    spec = get_environment("count-test", {"turns": 5})
+    spec = make_env("count-test", {"turns": 5})
     result = evaluate(spec, "validation", spec.reference_policy, max_turns=2)
     assert result["components"]["digits"] is None
     assert result["counts"]["unscored_samples"] == 8
     assert "did not end within 2 turns" in next(iter(result["unscored"]["digits"]["reasons"]))
 
 
+def test_the_lockstep_runner_stops_a_guarded_episode_at_its_cap_and_raises_for_a_bare_one():
+    """One runner (rlplugs.play_lockstep) plays evaluation, PRM labels, guidance and ``play``: at
+    the turn cap a guarded episode is stopped with the reason (unscored later), a bare one raises."""
+    from rlplugs import as_batch_policy, guard, play, play_lockstep, stop_reason
+
+    spec = make_env("count-test", {"turns": 5})
+    row = spec.dataset("validation")[0]
+    finished, capped = guard(spec.episodes(row)), guard(spec.episodes(row))
+    ended = []
+    play_lockstep([finished], as_batch_policy(spec.reference_policy), max_turns=5, on_done=ended.append)
+    play_lockstep([capped], as_batch_policy(spec.reference_policy), max_turns=2, on_done=ended.append)
+    assert ended == [finished, capped] and stop_reason(finished) is None
+    assert stop_reason(capped) == "episode did not end within 2 turns"
+    with pytest.raises(RuntimeError, match="did not end within 2 turns"):
+        play(spec.episodes(row), spec.reference_policy, max_turns=2)
+    assert play(spec.episodes(row), spec.reference_policy, max_turns=5).done
+
+
 def test_episode_stopped_by_an_error_is_unscored_in_every_component_with_its_reason():
-    spec = get_environment("count-test", {"fail_starts": [101]})  # validation rows start at 100
+    spec = make_env("count-test", {"fail_starts": [101]})  # validation rows start at 100
     result = evaluate(spec, "validation", spec.reference_policy)
     assert result["counts"]["unscored_samples"] == 2  # the faulty row's two samples, nothing else
     assert result["components"] == {"digits": 1.0, "final_len": 1.0}  # means over the scored ones
@@ -71,11 +89,11 @@ def test_guidance_plays_each_episode():
                 episode.step(policy.generate([episode.observation()], n=2)[0][0])
             return episode
 
-    spec = get_environment("count-test")
+    spec = make_env("count-test")
     result = evaluate(spec, "validation", spec.reference_policy, guidance=FirstOfTwo())
     assert result["components"]["digits"] == 1.0
     with pytest.raises(ValueError, match="single-turn"):
-        evaluate(get_environment("letters-test"), "validation", lambda m: "x", guidance=FirstOfTwo())
+        evaluate(make_env("letters-test"), "validation", lambda m: "x", guidance=FirstOfTwo())
 
 
 def test_report_files_breakdown_pictures_and_env_renders(tmp_path):
@@ -87,7 +105,7 @@ def test_report_files_breakdown_pictures_and_env_renders(tmp_path):
         rendered.append(path)
         return [path]
 
-    spec = dataclasses.replace(get_environment("letters-test"), render=render)
+    spec = dataclasses.replace(make_env("letters-test"), render=render)
     protocol = protocol_overrides(spec.eval, report_by=("row_id",), rows=3, samples_per_row=None)
     report, out = evaluate_to_dir(spec, ["validation"], spec.reference_policy, tmp_path, protocol=protocol, policy_name="reference", render=2)
     saved = json.loads((out / "report.json").read_text())
@@ -116,7 +134,7 @@ def test_report_links_resolve_from_report_md_with_a_relative_out_and_samples_of_
         return [path]
 
     monkeypatch.chdir(tmp_path)
-    spec = dataclasses.replace(get_environment("letters-test"), render=render)
+    spec = dataclasses.replace(make_env("letters-test"), render=render)
     protocol = protocol_overrides(spec.eval, rows=1, samples_per_row=3)
     policy = iter(["first", "second", "third"]).__next__
     evaluate_to_dir(spec, ["validation"], lambda messages: policy(), "runs/eval", protocol=protocol, render=3)
@@ -132,7 +150,7 @@ def test_failing_render_is_noted_not_fatal(tmp_path):
     def render(sample, out_dir):
         raise RuntimeError("no display")
 
-    spec = dataclasses.replace(get_environment("letters-test"), render=render)
+    spec = dataclasses.replace(make_env("letters-test"), render=render)
     report, _ = evaluate_to_dir(spec, ["validation"], spec.reference_policy, tmp_path, render=1)
     assert report["splits"]["validation"]["render_errors"] == ["sample 0: RuntimeError: no display"]
 
@@ -167,6 +185,6 @@ def test_cli_eval_guidance_misuse_is_a_usage_error(env, message, plugin_env, tmp
 
 
 def test_evaluate_result_is_json_ready():
-    spec = get_environment("count-test")
+    spec = make_env("count-test")
     result = evaluate(spec, "validation", spec.reference_policy)
     assert json.loads(json.dumps(result))["counts"]["samples"] == 8

@@ -13,7 +13,7 @@ from factorio_build.config import FactorioBuildConfig
 from evolve.evaluate import scene_digest
 from fsim import scenes
 from fsim.program_api import World
-from rlplugs.registry import UnknownOptionError, get_environment
+from rlplugs.registry import UnknownOptionError, make_env
 from rlplugs.rewards import Sample, weighted_total
 
 log = logging.getLogger(__name__)
@@ -22,14 +22,14 @@ FAST = {"workers": 2, "program_cpu_limit_s": 0.5, "cpu_limit_s": 10, "job_timeou
 
 @pytest.fixture(scope="module")
 def spec():
-    return get_environment("factorio-build", FAST)
+    return make_env("factorio-build", FAST)
 
 
 def test_unknown_option_names_the_closest_one():
     with pytest.raises(UnknownOptionError, match="n_scenes"):
-        get_environment("factorio-build", {"n_scene": 8})
+        make_env("factorio-build", {"n_scene": 8})
     with pytest.raises(ValueError, match="task"):
-        get_environment("factorio-build", {"task": "mine_everything"})
+        make_env("factorio-build", {"task": "mine_everything"})
 
 
 def test_splits_are_reproducible_single_family_and_pinned():
@@ -84,7 +84,7 @@ def test_other_tasks_are_reachable_by_option():
         built = dataset_rows(config, "holdout")
         assert {r["task"] for r in built} == {task}
         assert task in built[0]["prompt"][1]["content"]
-    belt = get_environment("factorio-build", {"task": "belt_smelting", "eval_rows": 1, "workers": 1})
+    belt = make_env("factorio-build", {"task": "belt_smelting", "eval_rows": 1, "workers": 1})
     assert belt.reference_policy is None
     row = dict(belt.dataset("holdout")[0])
     probe = "```python\ndef build(world):\n    world.place('transport-belt', world.tile()[0] + 1, world.tile()[1], 'E')\n```"

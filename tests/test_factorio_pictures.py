@@ -7,13 +7,13 @@ from draftsman.blueprintable import get_blueprintable_from_string
 from draftsman.constants import Direction
 
 from factorio_build import pictures, reference
-from rlplugs.registry import get_environment
+from rlplugs.registry import make_env
 from rlplugs.rewards import Sample
 
 
 @pytest.fixture(scope="module")
 def spec():
-    return get_environment("factorio-build", {"workers": 2, "eval_rows": 1, "rows": 1})
+    return make_env("factorio-build", {"workers": 2, "eval_rows": 1, "rows": 1})
 
 
 def test_render_draws_every_scene_and_writes_verified_blueprints(spec, tmp_path):
@@ -44,7 +44,7 @@ def test_blueprint_string_round_trips_to_the_same_entities():
 def test_reference_eval_on_holdout_writes_report_pictures_and_blueprints(spec, tmp_path):
     from rlplugs.evaluation import evaluate_to_dir
 
-    spec = get_environment("factorio-build", {"workers": 2})  # the card's protocol: 16 rows x 4 samples
+    spec = make_env("factorio-build", {"workers": 2})  # the card's protocol: 16 rows x 4 samples
     report, out = evaluate_to_dir(spec, ["holdout"], spec.reference_policy, tmp_path, policy_name="reference", render=1)
     holdout = report["splits"]["holdout"]
     assert holdout["counts"]["samples"] == 64 and holdout["success_rate"] >= 0.95

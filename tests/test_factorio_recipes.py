@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 from factorio_build import reference
-from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+from rlplugs.qwen35 import QWEN35_LORA_TARGETS
 from rlplugs.trl.arguments import make_grpo_parser, make_sft_parser, parse_with_env_defaults
 
 ROOT = Path(__file__).resolve().parents[1]

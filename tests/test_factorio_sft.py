@@ -16,7 +16,7 @@ from factorio_build.config import FactorioBuildConfig
 from factorio_build.programs import extract_program
 from factorio_build.scoring import ProgramScorer
 from factorio_build.sft import WARMSTART_SETS, candidate, sft_rows
-from rlplugs.registry import get_environment
+from rlplugs.registry import make_env
 from rlplugs.rewards import Sample
 
 CONFIG = FactorioBuildConfig(workers=2)
@@ -61,7 +61,7 @@ def test_candidates_are_deterministic_and_varied():
 def test_warmstart_93_all_distinct_and_each_verified_on_its_row(scorer):
     records = sft_rows(CONFIG, WARMSTART_SETS["warmstart-93"])
     check_set(records, 93)
-    dataset = get_environment("factorio-build").sft_dataset("warmstart-93")
+    dataset = make_env("factorio-build").sft_dataset("warmstart-93")
     assert len(dataset) == 93 and dataset[0]["messages"] == records[0]["messages"]
     assert verified_on_own_rows(scorer, records) == [1.0] * 93
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rlplugs.episode import Episode
-from rlplugs.registry import UnknownOptionError, get_environment
+from rlplugs.registry import UnknownOptionError, make_env
 from rlplugs.rewards import Sample
 
 from clembench_games import GAMES
@@ -15,7 +15,7 @@ from clembench_games.transcripts import load_records, save_episode, write_index
 
 @pytest.fixture(scope="module")
 def spec():
-    return get_environment("clembench-games", {"train_per_experiment": 2})
+    return make_env("clembench-games", {"train_per_experiment": 2})
 
 
 def test_registered_spec_has_splits_components_eval_protocol_and_sft_set(spec):
@@ -44,7 +44,7 @@ def test_self_play_rows_give_each_seat_a_row_and_rebuild_the_same_episode_after_
 
 
 def test_single_seat_rows_give_each_llm_seat_its_own_row_against_a_scripted_partner():
-    spec = get_environment("clembench-games", {"seats": "single", "games": ["referencegame"]})
+    spec = make_env("clembench-games", {"seats": "single", "games": ["referencegame"]})
     ds = spec.dataset("test")
     assert sorted(set(ds["seat"])) == ["follower", "giver"]
     row = next(r for r in ds if r["seat"] == "follower")
@@ -73,9 +73,9 @@ def test_preflight_scores_real_scripted_episodes(spec):
 
 def test_unknown_options_and_games_fail_with_suggestions():
     with pytest.raises(UnknownOptionError, match="did you mean 'games'"):
-        get_environment("clembench-games", {"game": ["taboo"]})
+        make_env("clembench-games", {"game": ["taboo"]})
     with pytest.raises(ValueError, match="did you mean 'taboo'"):
-        get_environment("clembench-games", {"games": ["tabo"]})
+        make_env("clembench-games", {"games": ["tabo"]})
 
 
 def test_transcripts_round_trip_as_json_with_an_html_page_each_and_an_index(spec, tmp_path):
@@ -107,7 +107,7 @@ def test_single_seat_rows_build_on_every_split_with_the_perfect_partner():
     """Every row's scripted partner opens legally (regression: the perfect taboo describer once
     clued the target 'word' with the phrase 'my word', which aborted the game before the trained
     guesser's first turn)."""
-    spec = get_environment("clembench-games", {"seats": "single"})
+    spec = make_env("clembench-games", {"seats": "single"})
     for split in ("train", "validation", "test"):
         ds = spec.dataset(split)
         assert len(ds) > 0

@@ -77,9 +77,9 @@ def test_clemscore_of_the_scripted_runs_matches_the_hand_formula(perfect, random
 
 def test_reference_policy_from_messages_alone_wins_every_test_instance_in_self_play():
     from rlplugs.episode import play
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
 
-    spec = get_environment("clembench-games", {})
+    spec = make_env("clembench-games", {})
     records = [play(spec.episodes(row), spec.reference_policy).record() for row in spec.dataset("test")]
     assert len(records) == len(spec.dataset("test")) and all(r["outcome"] == "success" for r in records)
     table = clem_table(records)

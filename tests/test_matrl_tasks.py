@@ -8,7 +8,7 @@ from matrl.datafiles import MP20_SUBSET
 from matrl.plugin import MatrlConfig
 from matrl.tasks import (DEFAULT_TASK_MIX, TASK_KINDS, build_rows, builtin_conditions, load_mp20_csv, split_of,
                          mp20_conditions)
-from rlplugs.registry import UnknownOptionError, get_environment
+from rlplugs.registry import UnknownOptionError, make_env
 
 
 
@@ -58,7 +58,7 @@ def test_mp20_csv_loads_structures_and_conditions():
 
 
 def test_env_dataset_declares_mix_and_has_eval_splits():
-    spec = get_environment("matrl", {"train_rows": 20, "eval_rows": 10, "prompt_csv": str(MP20_SUBSET["val"])})
+    spec = make_env("matrl", {"rows": 20, "eval_rows": 10, "prompt_csv": str(MP20_SUBSET["val"])})
     assert set(spec.datasets) == {"train", "validation", "test"}
     ds = spec.dataset("validation")
     assert len(ds) == 10 and "task mix" in ds.info.description
@@ -72,7 +72,7 @@ def test_switching_a_judge_off_takes_its_tasks_and_reward_out():
     config = MatrlConfig(band_gap_model=None)
     assert "band_gap" not in config.task_mix and sum(config.task_mix.values()) == pytest.approx(1.0)
     assert config.task_mix["formula"] == pytest.approx(DEFAULT_TASK_MIX["formula"] / 0.9)
-    spec = get_environment("matrl", {"elastic_judge": "false", "eval_rows": 40})
+    spec = make_env("matrl", {"elastic_judge": "false", "eval_rows": 40})
     assert "bulk_modulus_target" not in spec.weights and "band_gap_target" in spec.weights
     assert {r["task"] for r in spec.dataset("validation")} == set(DEFAULT_TASK_MIX) - {"bulk_modulus"}
     every_field = {**MatrlConfig().model_dump(), "elastic_judge": False}  # as the verifiers taskset passes them
@@ -83,7 +83,7 @@ def test_switching_a_judge_off_takes_its_tasks_and_reward_out():
 
 def test_config_rejects_typos_and_bad_mixes():
     with pytest.raises(UnknownOptionError, match="max_turns"):
-        get_environment("matrl", {"max_turn": 5})
+        make_env("matrl", {"max_turn": 5})
     with pytest.raises(ValueError, match="sum to 1"):
         MatrlConfig(task_mix={"formula": 0.5})
     with pytest.raises(ValueError, match="unknown task kind"):

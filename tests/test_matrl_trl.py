@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.fixture(scope="module")
 def matrl_trainer(tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
     spec, _, trainer = episode_grpo_trainer(
-        tiny_qwen35, "matrl", {"max_turns": 2, "relax_steps": 4, "elastic_judge": False, "train_rows": 8},
+        tiny_qwen35, "matrl", {"max_turns": 2, "relax_steps": 4, "elastic_judge": False, "rows": 8},
         tmp_path_factory.mktemp("matrl"), max_completion_length=4096, turn_tokens=8, max_steps=1,
     )
     return spec, trainer

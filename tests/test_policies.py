@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlplugs.policies import HFPolicy, as_batch_policy
+from rlplugs import HFPolicy, as_batch_policy
 
 SHORT = [{"role": "user", "content": "hi"}]
 LONG = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three colours, then three fruits, please."}]

@@ -14,14 +14,14 @@ from rlplugs.prm.guidance import BeamSearch, BestOfN, GuidedEpisode
 from rlplugs.prm.labels import monte_carlo_labels, save_rows
 from rlplugs.prm.model import PRMScorer, save_prm
 from rlplugs.prm.train import PRMTrainConfig, train_prm
-from rlplugs.registry import UnknownOptionError, get_environment, get_registry
+from rlplugs.registry import UnknownOptionError, make_env, get_registry
 
 DIGITS = {"digits": 1.0}
 
 
 @pytest.fixture(scope="module")
 def env():
-    return get_environment("count-test", {"rows": 4, "turns": 3})
+    return make_env("count-test", {"rows": 4, "turns": 3})
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_beam_search_batches_the_beams_of_several_episodes(env, digit_scorer):
 
 
 def test_an_error_in_one_game_stops_that_game_not_the_search(digit_scorer):
-    faulty = get_environment("count-test", {"rows": 4, "turns": 3, "fail_starts": [2]})  # start=2 raises on turn 2
+    faulty = make_env("count-test", {"rows": 4, "turns": 3, "fail_starts": [2]})  # start=2 raises on turn 2
     searches = [BestOfN(digit_scorer, n=2, temperature=None),
                 BeamSearch(digit_scorer, beam_width=2, n=2, iterations=2, temperature=None)]
     for search in searches:
@@ -177,7 +177,8 @@ def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35):
     assert json.loads((tmp_path / "prm" / "prm_training.json").read_text())["steps"] == 1
     out = tmp_path / "eval"
     assert main(["eval", "--env", "count-test", "--model", str(tiny_qwen35), "--rows", "1", "--samples", "1",
-                 "--max_new_tokens", "4", "--guidance", "best-of-n", "--n", "2", "--prm", str(tmp_path / "prm"),
+                 "--max_new_tokens", "4", "--guidance", "best-of-n",
+                 "--guidance_args", json.dumps({"n": 2, "prm": str(tmp_path / "prm")}),
                  "--out", str(out)]) == 0  # fmt: skip
     text = "\n".join(p.read_text() for p in out.rglob("*.json*"))
     assert '"strategy": "best-of-n"' in text and '"scores"' in text

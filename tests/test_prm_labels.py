@@ -12,15 +12,15 @@ from test_cli import RLPLUGS
 
 from rlplugs.episode import guard, play, stop_reason
 from rlplugs.prm.labels import load_rows, monte_carlo_labels, outcome_labels, outcome_value, save_rows
-from rlplugs.prm.lockstep import finish
-from rlplugs.registry import get_environment
+from rlplugs import play_lockstep
+from rlplugs.registry import make_env
 
 DIGITS = {"digits": 1.0}
 
 
 @pytest.fixture(scope="module")
 def count_env():
-    return get_environment("count-test", {"rows": 2, "turns": 3})
+    return make_env("count-test", {"rows": 2, "turns": 3})
 
 
 def episodes(env, n=2):
@@ -71,12 +71,12 @@ def test_unfinished_or_unscored_episode_gives_no_outcome(count_env):
 
 
 def test_an_episode_stopped_by_an_error_gives_no_labels_and_the_others_do(caplog):
-    env = get_environment("count-test", {"rows": 2, "fail_starts": [1]})  # row 1 raises on its second turn
+    env = make_env("count-test", {"rows": 2, "fail_starts": [1]})  # row 1 raises on its second turn
     rows = monte_carlo_labels(episodes(env), ScriptedPolicy(["7", "seven"]), DIGITS, k=2, candidates=2)
     assert len(rows) == 3 * 2 and {r["meta"]["episode"] for r in rows} == {0}  # its continuations all stopped
     assert "4 candidates had no scored continuation" in caplog.text
     games = [guard(ep) for ep in episodes(env)]
-    finish(games, ScriptedPolicy(["7"]))
+    play_lockstep(games, ScriptedPolicy(["7"]))
     assert "judge crashed" in stop_reason(games[1]) and outcome_value(games[1], DIGITS) is None
     assert len(outcome_labels(games, DIGITS)) == 3  # row 0's three turns
 
@@ -117,7 +117,7 @@ def test_monte_carlo_labels_on_a_clembench_game_with_the_tiny_model(tiny_qwen35)
     pytest.importorskip("clembench_games.plugin")
     from rlplugs.policies import HFPolicy
 
-    env = get_environment("clembench-games", {"games": ["wordle"], "validation_per_experiment": 1})
+    env = make_env("clembench-games", {"games": ["wordle"], "validation_per_experiment": 1})
     row = list(env.dataset("validation"))[0]
     policy = HFPolicy(tiny_qwen35, temperature=1.0, max_new_tokens=8, seed=0)
     rows = monte_carlo_labels([env.episodes(row)], policy, {"main_score": 1.0}, k=2, candidates=2)

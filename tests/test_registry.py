@@ -60,9 +60,45 @@ def test_validate_options_reports_every_valid_key():
     assert validate_options(Cfg, {"beta": 3}).beta == 3.0
 
 
-def test_did_you_mean_names_the_underscore_spelling_whatever_the_order_of_the_known_names():
-    """argparse knows ``--max_steps`` and ``--max-steps``; which one came last in a set used to pick the hint."""
-    from rlplugs.registry import closest
+def test_closest_shows_the_spelling_of_the_query_whatever_the_order():
+    """``--max_steps`` and ``--max-steps`` both exist (TRL's parser accepts both): a misspelled
+    ``--max_stpes`` is told ``--max_steps``, for any order of the known names (a set's order
+    changes with the hash seed, which made the launcher's hint flip between runs)."""
+    from rlplugs import closest
 
-    aliases = ["--max_steps", "--max-steps", "--save_steps", "--save-steps"]
-    assert closest("--max_stpes", aliases, n=2) == closest("--max_stpes", aliases[::-1], n=2) == ["--max_steps", "--save_steps"]
+    for known in (["--max-steps", "--max_steps", "--save_steps"], ["--max_steps", "--max-steps", "--save_steps"]):
+        assert closest("--max_stpes", known, n=2) == ["--max_steps", "--save_steps"]
+        assert closest("--max-stpes", known, n=1) == ["--max-steps"]
+
+
+def test_the_registration_names_the_env(monkeypatch):
+    """An env writes its name once, in its Registration: make_env gives the EnvSpec that name, and a
+    factory that names its spec otherwise is refused (the two literals could drift apart)."""
+    import rlplugs
+    from rlplugs import registry as registry_module
+
+    assert rlplugs.make_env("letters-test").name == "letters-test"  # letters' factory gives no name
+
+    def misnamed():
+        return rlplugs.EnvSpec(name="letters", description="", datasets={}, preflight_samples=list,
+                               components=[rlplugs.RewardComponent("one", lambda s: 1.0)])
+
+    class Plugin:
+        @rlplugs.hookimpl
+        def rlplugs_register_environments(self):
+            return [rlplugs.Registration("misnamed-test", misnamed)]
+
+    reg = Registry(entry_points=[])
+    reg.register(Plugin(), "misnamed-plugin")
+    monkeypatch.setattr(registry_module, "get_registry", lambda: reg)
+    with pytest.raises(TypeError, match="registers env 'misnamed-test' but its factory names the EnvSpec 'letters'"):
+        rlplugs.make_env("misnamed-test")
+
+
+def test_an_env_package_names_itself_by_its_module():
+    from rlplugs.registry import env_for_module
+
+    assert env_for_module("letters_test") == "letters-test"
+    assert env_for_module("count_test.sub") == "count-test"
+    with pytest.raises(UnknownPluginError, match="no registered environment is importable as module 'nothing_here'"):
+        env_for_module("nothing_here")

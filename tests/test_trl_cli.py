@@ -32,7 +32,7 @@ def log_history(output_dir: Path) -> list[dict]:
 
 def test_trl_grpo_env_with_lora_trains_logs_each_component_and_writes_a_checkpoint(tmp_path, tiny_qwen35, plugin_env):
     """Stock TRL flags (LoRA on the Qwen3.5 targets, accelerate's --num_processes) pass through."""
-    from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+    from rlplugs.qwen35 import QWEN35_LORA_TARGETS
 
     out = tmp_path / "out"
     proc = trl(
@@ -103,6 +103,13 @@ def test_stock_trl_grpo_without_env_runs_trls_own_script(tmp_path, tiny_qwen35, 
         (["--extra_rewards", "length-penalty:lots"], "weight 'lots' is not a number"),
         (["--env_args", "[1]"], "--env_args must be a JSON object"),
         (["--fixups", "segmnets"], "Did you mean 'segments'"),
+        (["--extra_rewards", "length-penalty", "--reward_args", '{"length-penalty": {"limit_chrs": 4}}'],
+         "'limit_chrs' (did you mean 'limit_chars'?)"),
+        (["--extra_rewards", "length-penalty", "--reward_args", '{"lenght-penalty": {}}'],
+         "--reward_args has options for 'lenght-penalty' (did you mean 'length-penalty'?), which is not named"),
+        (["--fixups", "segments", "--fixup_args", '{"segments": {"every": 2}}'], "'segments' takes no options"),
+        (["--fixups", "bf16-noop-guard", "--fixup_args", '{"bf16-noop-guard": {"check_step": 2}}'],
+         "'check_step' (did you mean 'check_steps'?)"),
     ],
 )
 def test_bad_environment_options_are_errors_with_suggestions(args, message):
@@ -231,9 +238,12 @@ def test_fixups_attach_as_trainer_callbacks(tmp_path):
     from transformers import TrainerCallback
     from trl import GRPOConfig
 
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
+    from rlplugs.trl.arguments import EnvArguments
     from rlplugs.trl.grpo import build_callbacks
 
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none")
-    [callback] = build_callbacks(["segments"], args, get_environment("letters-test"))
-    assert isinstance(callback, TrainerCallback)
+    script_args = EnvArguments(fixups=["segments", "bf16-noop-guard"], fixup_args='{"bf16-noop-guard": {"check_steps": 2}}')
+    segments, guard = build_callbacks(script_args, args, make_env("letters-test"))
+    assert isinstance(segments, TrainerCallback) and isinstance(guard, TrainerCallback)
+    assert guard.check_steps == 2  # the --fixup_args option reached the fixup

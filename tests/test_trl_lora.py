@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoTokenizer, TrainerCallback
 
-from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+from rlplugs.qwen35 import QWEN35_LORA_TARGETS
 
 
 class RecordGradients(TrainerCallback):
@@ -27,11 +27,11 @@ class RecordGradients(TrainerCallback):
 def test_lora_on_qwen35_targets_trains_every_target_and_leaves_vision_alone(tiny_qwen35_vl, tmp_path):
     from trl import GRPOConfig, ModelConfig, get_peft_config
 
-    from rlplugs.registry import get_environment
+    from rlplugs.registry import make_env
     from rlplugs.trl.rewards import EnvRewardFunctions
     from rlplugs.trl.trainer import EnvGRPOTrainer
 
-    spec = get_environment("letters-test", {"rows": 4})
+    spec = make_env("letters-test", {"rows": 4})
     rewards = EnvRewardFunctions(spec)
     peft_config = get_peft_config(
         ModelConfig(use_peft=True, lora_r=8, lora_alpha=16, lora_target_modules=QWEN35_LORA_TARGETS)

@@ -88,11 +88,11 @@ def test_one_scoring_call_per_batch_is_shared_by_all_functions():
 
 def test_extra_registered_components_join_the_environment_by_name_and_weight():
     from rlplugs.registry import get_registry
-    from rlplugs.trl.arguments import EnvArguments, build_env_spec
+    from rlplugs.trl.arguments import EnvArguments, env_from_args
 
     args = EnvArguments(environment="letters-test", extra_rewards=["length-penalty:0.1", "think-format"],
-                        extra_reward_args='{"length-penalty": {"limit_chars": 4}}')  # fmt: skip
-    spec = build_env_spec(args)
+                        reward_args='{"length-penalty": {"limit_chars": 4}}')  # fmt: skip
+    spec = env_from_args(args)
     weights = {c.name: c.weight for c in spec.components}
     assert weights == {"letters": 1.0, "brevity": 0.5, "length-penalty": 0.1, "think-format": 1.0}
     assert get_registry().table("reward_component")["think-format"].plugin == "reward-components"

@@ -8,7 +8,7 @@ import json
 import pytest
 from datasets import Dataset
 
-from rlplugs.registry import get_environment
+from rlplugs.registry import make_env
 from rlplugs.trl import sft
 from rlplugs.trl.arguments import make_sft_parser
 
@@ -30,7 +30,7 @@ def parse(tmp_path, model, *extra: str):
 
 def test_sft_trains_on_the_environments_sft_dataset(tmp_path, tiny_qwen35):
     script_args, training_args, model_args, dataset_args = parse(tmp_path, tiny_qwen35, "--sft_dataset", "demo")
-    spec = dataclasses.replace(get_environment("letters-test"), sft_datasets={"other": list, "demo": demonstrations})
+    spec = dataclasses.replace(make_env("letters-test"), sft_datasets={"other": list, "demo": demonstrations})
     sft.main(script_args, training_args, model_args, dataset_args, spec)
     assert (tmp_path / "out" / "model.safetensors").exists()
     config = json.loads((tmp_path / "out" / "config.json").read_text())
@@ -40,4 +40,4 @@ def test_sft_trains_on_the_environments_sft_dataset(tmp_path, tiny_qwen35):
 def test_sft_without_an_sft_dataset_says_so(tmp_path, tiny_qwen35):
     script_args, training_args, model_args, dataset_args = parse(tmp_path, tiny_qwen35)
     with pytest.raises(KeyError, match="env 'letters-test' has no SFT dataset"):
-        sft.main(script_args, training_args, model_args, dataset_args, get_environment("letters-test"))
+        sft.main(script_args, training_args, model_args, dataset_args, make_env("letters-test"))

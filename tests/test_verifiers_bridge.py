@@ -153,7 +153,7 @@ def test_group_component_compares_sibling_attempts_in_env_finalize(tmp_path, mon
         '__all__ = ["SiblingsTestTaskset", "SiblingsTestEnv", "SiblingsTestHarness"]\n\n\n'
         "def __getattr__(name):\n"
         "    from rlplugs.verifiers_bridge import verifiers_export\n\n"
-        '    return verifiers_export("siblings-test", name)\n'
+        '    return verifiers_export(__name__, name)\n'
     )
     monkeypatch.syspath_prepend(str(tmp_path / "modules"))
     replies = iter(["first", "first", "third"])  # two siblings agree, so only the third is distinct

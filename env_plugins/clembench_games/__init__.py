@@ -27,6 +27,6 @@ __all__ = ["ClembenchGamesTaskset", "ClembenchGamesEnv", "ClembenchGamesHarness"
 def __getattr__(name: str):
     if name not in __all__:
         raise AttributeError(f"module 'clembench_games' has no attribute {name!r}")
-    from rlplugs.verifiers_bridge import verifiers_export
+    from rlplugs import verifiers_export
 
-    return verifiers_export("clembench-games", name)
+    return verifiers_export(__name__, name)

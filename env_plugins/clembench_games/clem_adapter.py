@@ -35,7 +35,7 @@ from clemcore.backends.model_registry import Model, ModelSpec
 from clemcore.clemgame import GameBenchmark, GameInstances, GameInteractionsRecorder, GameSpec
 from clemcore.clemgame.callbacks import episode_results_folder_callbacks
 
-from rlplugs.episode import Policy
+from rlplugs import Policy
 
 from clembench_games.transcripts import save_episode, write_index
 

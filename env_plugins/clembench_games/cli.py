@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rlplugs.episode import BatchPolicy
+from rlplugs import BatchPolicy
 
 from clembench_games.instances import GAMES
-from clembench_games.plugin import ClembenchGamesConfig, episode_for_row, rows
+from clembench_games.rows import ClembenchGamesConfig, episode_for_row, rows
 from clembench_games.scoring import clem_table
 from clembench_games.sft import won_turn_samples
 from clembench_games.transcripts import load_records, save_episode, write_index
@@ -67,7 +67,7 @@ def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, spl
 def _cmd_collect(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs.policies import HFPolicy
+    from rlplugs import HFPolicy
 
     from rich.console import Console
 
@@ -133,7 +133,7 @@ def _cmd_clem(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'", markup=False)
         return 2
-    from rlplugs.policies import HFPolicy
+    from rlplugs import HFPolicy
 
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                       batch_size=1, seed=args.seed)

@@ -27,8 +27,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rlplugs.episode import Message, StepResult
-from rlplugs.rewards import Score
+from rlplugs import Message, Score, StepResult
 
 class GameError(RuntimeError):
     """The game master was driven wrongly (a reply when no seat is asked, a finished game)."""

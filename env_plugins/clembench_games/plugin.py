@@ -1,12 +1,6 @@
 """Registers ``clembench-games``: config -> dataset rows -> episodes -> reward components -> EnvSpec.
 
-Rows: one per (instance, LLM seat); ``seat`` names the seat whose turns are this row's training
-sample. With ``seats="self-play"`` (clembench's protocol) the policy plays every seat of the
-episode (``self_play`` is true; the row's seat is the one trained from it); with
-``seats="single"`` the other seats are played by a scripted partner. Rows also carry ``game``,
-``experiment``, ``instance_id``, ``seed``, ``instance`` (JSON, which ``episodes(row)`` rebuilds
-the game from) and ``prompt``: the seat's opening messages when it acts first, otherwise (its
-opening depends on the other seats' moves) its rules as the first user message.
+Rows and episodes: :mod:`clembench_games.rows`.
 
 Rewards: ``main_score`` (Main Score / 100), ``played`` (1 - Aborted) and ``success``. An aborted
 episode scores 0 on all three with the reason "aborted: ..." - a real score (the model broke
@@ -18,74 +12,25 @@ from __future__ import annotations
 import json
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, field_validator
-
-from rlplugs import hookimpl
-from rlplugs.config import StrictConfig
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.registry import Registration, closest
-from rlplugs.rewards import RewardComponent, Sample, Score, Unscorable
+from rlplugs import (
+    EnvSpec,
+    EvalProtocol,
+    Registration,
+    RewardComponent,
+    Sample,
+    Score,
+    Unscorable,
+    hookimpl,
+)
 
 from clembench_games.instances import EXPERIMENTS, GAMES, SPLITS, instances, new_game
-from clembench_games.master import GameEpisode, play_scripted
+from clembench_games.master import play_scripted
 from clembench_games.reference import reference_policy
+from clembench_games.rows import ClembenchGamesConfig, episode_for_row, rows
 from clembench_games.sft import turn_samples
 from clembench_games.transcripts import save_episode
-
-ENV_NAME = "clembench-games"
-
-
-class ClembenchGamesConfig(StrictConfig):
-    """Options of ``clembench-games`` (``--env_args`` / YAML ``env_args``)."""
-
-    games: tuple[str, ...] = Field(tuple(GAMES), description="games to include (default: all)")
-    seats: Literal["self-play", "single"] = Field("self-play", description="policy on every LLM seat, or on one seat per row")
-    partner: Literal["perfect", "random"] = Field("perfect", description="scripted player on seats the policy does not play")
-    train_per_experiment: int = Field(40, ge=1, description="train instances per experiment")
-    validation_per_experiment: int = Field(4, ge=1)
-    test_per_experiment: int = Field(8, ge=1)
-    seed: int = Field(0, description="seed of the train instances (validation/test are fixed)")
-    sft_data: str | None = Field(None, description="JSONL from `rlplugs games sft-data`: offered as SFT dataset 'won-episodes'")
-
-    @field_validator("games")
-    @classmethod
-    def _known_games(cls, games: tuple[str, ...]) -> tuple[str, ...]:
-        if games == ("all",):
-            return tuple(GAMES)
-        for g in games:
-            if g not in GAMES:
-                hint = closest(g, GAMES)
-                raise ValueError(f"unknown game '{g}'" + (f" (did you mean {hint[0]!r}?)" if hint else "") + f"; games: {', '.join(GAMES)}")
-        return games
-
-
-def episode_for_row(row: dict[str, Any], partner: str = "perfect") -> GameEpisode:
-    """The episode a dataset row describes (also used for rows that came back through Arrow)."""
-    instance = json.loads(row["instance"]) if isinstance(row["instance"], str) else row["instance"]
-    game = new_game(instance)
-    seats = game.seats if row.get("self_play") else (row["seat"],)
-    meta = {k: row[k] for k in ("experiment", "instance_id", "seat") if k in row}
-    return GameEpisode(game, tuple(seats), partner=partner, seed=int(row["seed"]), meta=meta)
-
-
-def rows(cfg: ClembenchGamesConfig, split: str) -> list[dict[str, Any]]:
-    size = {"train": cfg.train_per_experiment, "validation": cfg.validation_per_experiment, "test": cfg.test_per_experiment}[split]
-    seed = cfg.seed if split == "train" else 0
-    out = []
-    for game in cfg.games:
-        for inst in instances(game, split, size, seed):
-            for seat in GAMES[game].seats:
-                row = {"game": game, "experiment": inst["experiment"], "instance_id": inst["instance_id"],
-                       "seed": inst["seed"], "seat": seat, "self_play": cfg.seats == "self-play",
-                       "instance": json.dumps(inst)}
-                ep = episode_for_row(row, cfg.partner)
-                rules = ep.game.rules[seat].format(**ep.game.instance)
-                row["prompt"] = ep.observation() if ep.current_seat == seat else [{"role": "user", "content": rules}]
-                out.append(row)
-    return out
-
 
 def _dataset(cfg: ClembenchGamesConfig, split: str):
     from datasets import Dataset
@@ -162,7 +107,6 @@ def _eval_rows(cfg: ClembenchGamesConfig) -> int:
 def build(cfg: ClembenchGamesConfig | None = None) -> EnvSpec:
     cfg = cfg or ClembenchGamesConfig()
     return EnvSpec(
-        name=ENV_NAME,
         description="Clean-room clembench-2.0-style dialogue games (wordle x3, taboo, referencegame, "
         "privateshared) with clembench scores; self-play or one seat against a scripted partner.",
         datasets={s: partial(_dataset, cfg, s) for s in SPLITS},
@@ -184,7 +128,7 @@ def build(cfg: ClembenchGamesConfig | None = None) -> EnvSpec:
 
 @hookimpl
 def rlplugs_register_environments() -> list[Registration]:
-    return [Registration(ENV_NAME, build, "clembench-style dialogue games, clemscore, won-episode SFT", ClembenchGamesConfig)]
+    return [Registration("clembench-games", build, "clembench-style dialogue games, clemscore, won-episode SFT", ClembenchGamesConfig)]
 
 
 @hookimpl

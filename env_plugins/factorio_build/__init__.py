@@ -16,6 +16,6 @@ __all__ = ["FactorioBuildTaskset", "FactorioBuildHarness"]
 def __getattr__(name: str):
     if name not in __all__:  # e.g. `from factorio_build import rows` before the submodule loaded
         raise AttributeError(f"module 'factorio_build' has no attribute {name!r}")
-    from rlplugs.verifiers_bridge import verifiers_export
+    from rlplugs import verifiers_export
 
-    return verifiers_export("factorio-build", name)
+    return verifiers_export(__name__, name)

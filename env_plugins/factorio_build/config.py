@@ -1,4 +1,4 @@
-"""Options of the ``factorio-build`` environment (YAML ``environment_options``, TOML ``env.taskset``).
+"""Options of the ``factorio-build`` environment (``--env_args``, YAML ``env_args``, TOML ``env.taskset``).
 
 One strict pydantic model: an unknown key is an error that names the closest valid one, so a typo
 in a recipe fails before any compute is spent.
@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rlplugs.config import StrictConfig
+from rlplugs import StrictConfig
 
 Task = Literal["construct_smelting_line", "build_line", "plate_line", "belt_smelting"]
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 import functools
 
 import rlplugs
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.registry import Registration
-from rlplugs.rewards import RewardComponent, Sample
-from rlplugs.tiny_models import QWEN35_LORA_TARGETS
+from rlplugs import EnvSpec, EvalProtocol, QWEN35_LORA_TARGETS, Registration, RewardComponent, Sample
 
 from factorio_build import pictures, prompt, reference, rows, sft
 from factorio_build.config import FactorioBuildConfig
@@ -77,7 +74,6 @@ def build_env(config: FactorioBuildConfig | None = None) -> EnvSpec:
         ]
 
     return EnvSpec(
-        name="factorio-build",
         description=f"Write one Python program that solves {config.task} on {config.n_scenes} unseen factory-sim scenes.",
         datasets={split: functools.partial(_dataset, config, split) for split in rows.SPLITS},
         components=[

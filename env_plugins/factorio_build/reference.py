@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from string import Template
 
-from rlplugs.episode import Message
+from rlplugs import Message
 
 #: Tasks the reference program solves (v2 action space, one drill-furnace pair).
 SOLVES = ("construct_smelting_line", "build_line", "plate_line")

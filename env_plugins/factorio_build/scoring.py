@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rlplugs.rewards import Sample, Score
+from rlplugs import Sample, Score
 
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.pool import JobFailure, PoolFailure, SandboxPool

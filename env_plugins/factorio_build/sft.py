@@ -25,8 +25,7 @@ import random
 from importlib.metadata import version
 
 from evolve.sandbox import normalized_hash
-from rlplugs.rewards import Sample
-from rlplugs.tiny_models import cache_root
+from rlplugs import Sample, cache_root
 
 from factorio_build import prompt, reference, rows
 from factorio_build.config import FactorioBuildConfig

@@ -20,6 +20,6 @@ __all__ = ["MatrlTaskset", "MatrlEnv", "MatrlHarness"]
 def __getattr__(name: str):
     if name not in __all__:
         raise AttributeError(f"module 'matrl' has no attribute {name!r}")
-    from rlplugs.verifiers_bridge import verifiers_export
+    from rlplugs import verifiers_export
 
-    return verifiers_export("matrl", name)
+    return verifiers_export(__name__, name)

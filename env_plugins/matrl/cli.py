@@ -13,7 +13,6 @@ SUN rates per track, writes the submitted structures as CIF and draws the best o
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from matrl.datafiles import MEGNET_BANDGAP
@@ -65,7 +64,7 @@ def add_commands(subparsers) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rlplugs.cli import UsageError
+    from rlplugs import UsageError
 
     from matrl.service import JudgeOptions, JudgeService
 
@@ -98,7 +97,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _serve_on_ray(args: argparse.Namespace, options, console) -> int:
-    from rlplugs.cli import UsageError
+    from rlplugs import UsageError
 
     if args.detach and not args.ray_address:
         raise UsageError("--detach needs --ray_address: a Ray instance this command starts ends with it")
@@ -122,21 +121,17 @@ def _serve_on_ray(args: argparse.Namespace, options, console) -> int:
 
 
 def _sun_eval(args: argparse.Namespace) -> int:
-    from rlplugs.cli import UsageError, cmd_eval, parse_env_args
+    from rlplugs import UsageError, parse_json_options, run_eval
 
     from matrl.tasks import TASK_KINDS
 
-    options = parse_env_args(args.env_args)
+    options = parse_json_options(args.env_args, "--env_args") or {}
     if args.track != "all":
         if args.track not in TASK_KINDS:
             raise UsageError(f"unknown track {args.track!r}; tracks: {', '.join(TASK_KINDS)} or all")
         options["task_mix"] = {args.track: 1.0}
     options["mlip"] = args.judge
     options.setdefault("eval_rows", args.rows)
-    eval_args = argparse.Namespace(
-        env="matrl", env_args=json.dumps(options), split=args.split, model=args.model, policy=args.policy,
-        tokenizer=None, rows=args.rows, samples=args.rollouts, temperature=None, top_p=None, max_new_tokens=None,
-        enable_thinking=None, batch_size=8, seed=0, guidance=None, n=None, beam_width=None, prm=None,
-        render=args.render, out=args.out,
-    )
-    return cmd_eval(eval_args)
+    run_eval("matrl", args.out, env_args=options, split=args.split, model=args.model, policy=args.policy,
+             rows=args.rows, samples=args.rollouts, render=args.render)
+    return 0

@@ -30,9 +30,7 @@ from matrl.rewards import BAND_GAP_TOL, BAND_GAP_WIDTH, BULK_TOL_FRAC, BULK_WIDT
 from matrl.structures import StructureInputError, parse_structure
 from matrl.toolcalls import parse_tool_calls
 from matrl.validity import check_validity
-from rlplugs.config import StrictConfig
-from rlplugs.registry import Registration
-from rlplugs.rewards import RetryPolicy, RewardComponent, Sample, Score, Unscorable
+from rlplugs import Registration, RetryPolicy, RewardComponent, Sample, Score, StrictConfig, Unscorable
 
 
 class JudgeComponentConfig(StrictConfig):

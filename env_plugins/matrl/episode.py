@@ -19,8 +19,7 @@ from matrl.cell_limits import check_cell_limits
 from matrl.evaluation import Evaluator
 from matrl.structures import StructureInputError, parse_structure, structure_to_json
 from matrl.toolcalls import TOOL_NAMES, TOOLS, ToolCall, parse_tool_calls
-from rlplugs.episode import Message, StepResult
-from rlplugs.rewards import Score
+from rlplugs import Message, Score, StepResult
 
 SYSTEM_PROMPT = """You are a materials scientist designing novel inorganic crystal structures that are \
 thermodynamically stable and distinct from known materials. You work in turns: propose a candidate, \

@@ -20,7 +20,7 @@ from matrl.judges import JudgeStats, JudgeUnavailable, call_judge
 from matrl.novelty import NoveltyReference
 from matrl.structures import structure_to_json
 from matrl.validity import check_validity
-from rlplugs.rewards import RetryPolicy
+from rlplugs import RetryPolicy
 
 
 @dataclass

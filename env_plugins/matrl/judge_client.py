@@ -37,7 +37,7 @@ from pymatgen.core import Structure
 
 from matrl.judges import JudgeUnavailable, RelaxRecord
 from matrl.structures import structure_to_json
-from rlplugs.rewards import RetryPolicy
+from rlplugs import RetryPolicy
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pymatgen.core import Structure
 from matrl.elastic import EOSFitError, fit_birch_murnaghan, strained_cells
 from matrl.hull import MP2020_SCALE
 from matrl.structures import parse_structure, structure_key, structure_to_json
-from rlplugs.rewards import RETRYABLE, RetryPolicy
+from rlplugs import RETRYABLE, RetryPolicy
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -17,20 +17,17 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 import rlplugs
 from matrl.datafiles import MEGNET_BANDGAP
-from rlplugs.config import StrictConfig
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.registry import Registration
-from rlplugs.rewards import RetryPolicy, Sample
+from rlplugs import EnvSpec, EvalProtocol, Registration, RetryPolicy, Sample, StrictConfig
 
 log = logging.getLogger(__name__)
 
 
 class MatrlConfig(StrictConfig):
-    """Options of the ``matrl`` environment (YAML ``env_options`` / TOML ``args``)."""
+    """Options of the ``matrl`` environment (``--env_args``, YAML ``env_args``, TOML ``env.taskset``)."""
 
     task_mix: dict[str, float] = Field(default_factory=lambda: dict(_default_mix()), validate_default=True,
                                        description="share of each task kind; must sum to 1")
-    train_rows: int = Field(2048, description="rows in the train split")
+    rows: int = Field(2048, description="rows in the train split")
     eval_rows: int = Field(128, description="rows in the validation and test splits")
     prompt_csv: str | None = Field(None, description="MP-20-style CSV whose formulas/elements/gaps/space groups become tasks")
     reference_csvs: list[str] = Field(default_factory=list, description="MP-20-style CSVs (cif column) for novelty; "
@@ -234,7 +231,7 @@ def dataset_rows(config: MatrlConfig, split: str) -> list[dict]:
 
     conditions = (mp20_conditions(load_mp20_csv(config.prompt_csv, config.max_atoms)) if config.prompt_csv
                   else builtin_conditions())
-    n = config.train_rows if split == "train" else config.eval_rows
+    n = config.rows if split == "train" else config.eval_rows
     system = system_prompt(config.max_turns, config.max_evaluations, config.max_atoms)
     rows = build_rows(split, n, config.task_mix, conditions, config.seed, config.max_atoms)
     return [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": r["request"]}],
@@ -270,7 +267,7 @@ def preflight_samples(config: MatrlConfig) -> list[Sample]:
     from matrl.episode import system_prompt
     from matrl.policy import PrototypePolicy
     from matrl.tasks import task_row
-    from rlplugs.episode import play
+    from rlplugs import play
 
     start = episode_factory(config)
     system = system_prompt(config.max_turns, config.max_evaluations, config.max_atoms)
@@ -292,7 +289,6 @@ def build_env(config: MatrlConfig) -> EnvSpec:
 
     switched_off = {JUDGE_SWITCHES[kind][2] for kind in judges_off(config)}
     return EnvSpec(
-        name="matrl",
         description="Multi-turn crystal-structure design with MLIP judges (CHGNet reward, SevenNet held out), "
                     "SUN, diversity, band-gap and bulk-modulus rewards. Judge: " + config.mlip + ". Hull: "
                     + (config.hull_reference or "APPROXIMATE (embedded textbook prototypes relaxed with CHGNet)")

@@ -33,7 +33,7 @@ from pymatgen.core import Composition, Structure
 
 from matrl.novelty import make_matcher, structures_match
 from matrl.structures import StructureInputError, parse_structure
-from rlplugs.rewards import RewardComponent, Sample, Score
+from rlplugs import RewardComponent, Sample, Score
 
 STABLE_EHULL = 0.1
 STABLE_PARTIAL_WIDTH = 0.2

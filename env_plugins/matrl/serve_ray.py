@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from matrl.service import JudgeOptions, JudgeReplica
-from rlplugs.jsonhttp import ServiceMetrics
+from rlplugs import ServiceMetrics
 
 log = logging.getLogger(__name__)
 

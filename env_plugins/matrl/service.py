@@ -51,8 +51,7 @@ from typing import Any
 from pydantic import Field
 
 from matrl.structures import StructureInputError, parse_structure
-from rlplugs.config import StrictConfig
-from rlplugs.jsonhttp import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, UvicornThread
+from rlplugs import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, StrictConfig, UvicornThread
 
 log = logging.getLogger(__name__)
 

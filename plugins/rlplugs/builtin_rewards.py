@@ -10,9 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 import rlplugs
-from rlplugs.config import StrictConfig
-from rlplugs.registry import Registration
-from rlplugs.rewards import RewardComponent, Sample
+from rlplugs import Registration, RewardComponent, Sample, StrictConfig
 
 
 class LengthPenaltyConfig(StrictConfig):

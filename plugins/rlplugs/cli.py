@@ -18,8 +18,6 @@ import contextlib
 import json
 import logging
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -27,15 +25,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from rlplugs.config import parse_json_options
-from rlplugs.registry import UnknownOptionError, UnknownPluginError, get_registry
+from rlplugs.errors import UsageError
+from rlplugs.registry import get_registry, make_env
 
 #: Subcommands whose arguments all belong to the TRL launcher (parsed there, not here).
 TRAINING_COMMANDS = ("grpo", "sft")
 USAGE_ERROR = 2
-
-
-class UsageError(Exception):
-    """Bad input from the command line; printed without a traceback, exit code 2."""
 
 
 def _console(err: bool = False) -> Console:
@@ -43,29 +38,8 @@ def _console(err: bool = False) -> Console:
 
 
 def parse_env_args(text: str | None) -> dict[str, Any]:
-    """``--env_args '{"rows": 4}'`` as a dict, or a usage error saying what is wrong."""
-    try:
-        return parse_json_options(text or None, "--env_args") or {}
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-
-
-def build_env(name: str, env_args: str | None):
-    """The EnvSpec ``name`` with its options; unknown names/options, invalid values and a missing
-    extra become usage errors."""
-    registry = get_registry()
-    options = parse_env_args(env_args)
-    try:
-        registration = registry.get("environment", name)
-    except UnknownPluginError as exc:
-        raise UsageError(str(exc)) from exc
-    try:
-        return registration.build(options)
-    except ValueError as exc:  # unknown options (UnknownOptionError) and invalid values
-        raise UsageError(str(exc)) from exc
-    except ModuleNotFoundError as exc:
-        hint = registry.install_hint(registration.plugin, exc) or "; install it"
-        raise UsageError(f"env '{name}' needs a module that is not installed ({exc}){hint}") from exc
+    """``--env_args '{"rows": 4}'`` as a dict (a usage error saying what is wrong otherwise)."""
+    return parse_json_options(text or None, "--env_args") or {}
 
 
 # --- list -----------------------------------------------------------------------------------
@@ -115,7 +89,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_preflight(args: argparse.Namespace) -> int:
     from rlplugs.envspec import PreflightError
 
-    spec = build_env(args.env, args.env_args)
+    spec = make_env(args.env, parse_env_args(args.env_args))
     try:
         with contextlib.redirect_stdout(sys.stderr):  # what judges print (CHGNet does) must not break --json
             report = spec.preflight()
@@ -161,110 +135,21 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch_size", type=int, default=8, help="conversations per generate() call")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--guidance", help="registered guidance strategy (multi-turn envs), e.g. best-of-n")
-    p.add_argument("--n", type=int, help="guidance: candidates per turn")
-    p.add_argument("--beam_width", type=int, help="guidance: beams kept")
-    p.add_argument("--prm", help="guidance: process reward model path")
+    p.add_argument("--guidance_args", help='options of the guidance strategy as a JSON object, e.g. \'{"n": 4, "prm": "runs/prm"}\'')
     p.add_argument("--render", type=int, default=3, help="samples the env renders as pictures (if it can)")
     p.add_argument("--out", required=True, help="report directory")
 
 
-def check_model_dir(value: str, flag: str, marker: str = "config.json") -> None:
-    """A local model directory must exist and hold ``marker``. A value that cannot be a local path
-    (``name``, ``org/name``) is left to transformers as a hub id; its load error is caught where
-    it loads."""
-    path = Path(value).expanduser()
-    if path.is_dir():
-        if marker and not (path / marker).is_file():
-            raise UsageError(f"{flag} {value}: no {marker} in it; give a Hugging Face model directory")
-        return
-    if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") > 1:
-        raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({marker} inside)")
-
-
-def writable_dir(value: str, flag: str) -> Path:
-    """``value`` as a directory this process can write into (created if missing), checked before
-    any work whose results would go there."""
-    out = Path(value)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{flag} {value} is an existing file; give a directory (it is created if missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as exc:
-        raise UsageError(f"{flag} {value}: cannot write there ({exc.strerror or exc}); give a writable directory") from None
-    return out
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
-    from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
+    from rlplugs.eval_command import run_eval
 
-    spec = build_env(args.env, args.env_args)
-    try:
-        protocol = protocol_overrides(
-            spec.eval,
-            rows=args.rows,
-            samples_per_row=args.samples,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            max_new_tokens=args.max_new_tokens,
-            enable_thinking=args.enable_thinking,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    splits = [args.split] if args.split else list(protocol.splits)
-    for split in splits:
-        if split not in spec.datasets:
-            raise UsageError(f"env '{spec.name}' has no split '{split}'; splits: {', '.join(spec.datasets)}")
-    if args.model:
-        check_model_dir(args.model, "--model")
-    if args.tokenizer:
-        check_model_dir(args.tokenizer, "--tokenizer", marker="")
-    out_dir = writable_dir(args.out, "--out")
-    guidance = None
-    if args.guidance and not spec.multi_turn:
-        raise UsageError(f"--guidance plays multi-turn episodes; env '{spec.name}' is single-turn")
-    if args.guidance:
-        options = {k: getattr(args, k) for k in ("n", "beam_width", "prm") if getattr(args, k) is not None}
-        try:
-            guidance = get_registry().get("guidance", args.guidance).build(options)
-        except (UnknownPluginError, UnknownOptionError, ValueError) as exc:
-            raise UsageError(str(exc)) from exc
-    if args.policy == "reference":
-        if spec.reference_policy is None:
-            raise UsageError(f"env '{spec.name}' has no reference policy; pass --model PATH")
-        policy, policy_name = spec.reference_policy, "reference"
-    else:
-        from rlplugs.policies import HFPolicy
-
-        try:
-            policy = HFPolicy(
-                args.model,
-                args.tokenizer,
-                temperature=protocol.temperature,
-                top_p=protocol.top_p,
-                max_new_tokens=protocol.max_new_tokens,
-                enable_thinking=protocol.enable_thinking,
-                seed=args.seed,
-                batch_size=args.batch_size,
-            )
-        except (OSError, ValueError) as exc:  # e.g. a hub id that is neither cached nor reachable
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UsageError(f"--model {args.model}: cannot load it ({first})") from exc
-        policy_name = args.model
-    report, out = evaluate_to_dir(
-        spec, splits, policy, out_dir, protocol=protocol, policy_name=policy_name, guidance=guidance,
-        guidance_name=args.guidance, render=args.render, progress=True,
-    )
-    console = _console()
-    for split, result in report["splits"].items():
-        success = result["success_rate"]
-        console.print(
-            f"[bold]{spec.name}[/bold] {split}: {result['counts']['samples']} samples, "
-            f"success rate {'n/a' if success is None else f'{success:.3f}'}; "
-            + ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in result["components"].items())
-        )
-    console.print(f"report: {out / 'report.md'}")
+    run_eval(
+        args.env, args.out, env_args=parse_env_args(args.env_args), split=args.split, model=args.model,
+        policy=args.policy, tokenizer=args.tokenizer, rows=args.rows, samples=args.samples,
+        temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+        enable_thinking=args.enable_thinking, batch_size=args.batch_size, seed=args.seed, guidance=args.guidance,
+        guidance_args=parse_json_options(args.guidance_args, "--guidance_args"), render=args.render,
+    )  # fmt: skip
     return 0
 
 
@@ -323,10 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return USAGE_ERROR
         return int(args.func(args) or 0)
-    except UsageError as exc:
-        _console(err=True).print(f"[red]error:[/red] {escape(str(exc))}")
-        return USAGE_ERROR
-    except UnknownPluginError as exc:  # raised by plugin commands looking things up
+    except UsageError as exc:  # unknown names and options included (rlplugs.errors)
         _console(err=True).print(f"[red]error:[/red] {escape(str(exc))}")
         return USAGE_ERROR
 

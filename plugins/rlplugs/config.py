@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rlplugs.registry import UnknownOptionError, closest
+from rlplugs.errors import InvalidOptionsError, UnknownOptionError, did_you_mean
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -28,20 +28,21 @@ def validate_options(model: type[M], options: dict[str, Any], owner: str = "") -
     fields = sorted(model.model_fields)
     unknown = [k for k in options if k not in model.model_fields]
     if unknown:
-        parts = []
-        for key in unknown:
-            hint = closest(key, fields)
-            parts.append(f"'{key}'" + (f" (did you mean {' or '.join(repr(h) for h in hint)}?)" if hint else ""))
-        where = f" for '{owner}'" if owner else ""
-        raise UnknownOptionError(
-            f"unknown option{'s' if len(unknown) > 1 else ''}{where}: {', '.join(parts)}. "
-            f"Valid options: {', '.join(fields)}."
-        )
+        raise UnknownOptionError(unknown_options_message(unknown, fields, owner))
     try:
         return model(**options)
     except ValidationError as exc:
         where = f"'{owner}' " if owner else ""
-        raise ValueError(f"invalid {where}options: {one_line(exc)}") from exc
+        raise InvalidOptionsError(f"invalid {where}options: {one_line(exc)}") from exc
+
+
+def unknown_options_message(unknown: list[str], valid: list[str], owner: str = "") -> str:
+    """The one message for option keys nobody defines: each with its closest valid keys, then all."""
+    where = f" for '{owner}'" if owner else ""
+    return (
+        f"unknown option{'s' if len(unknown) > 1 else ''}{where}: {did_you_mean(unknown, valid)}. "
+        f"Valid options: {', '.join(sorted(valid))}."
+    )
 
 
 def one_line(exc: ValidationError) -> str:
@@ -66,7 +67,7 @@ def parse_json_options(value: str | dict[str, Any] | None, flag: str) -> dict[st
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{flag} is not valid JSON ({exc.msg} at position {exc.pos}): {value!r}") from exc
+        raise InvalidOptionsError(f"{flag} is not valid JSON ({exc.msg} at position {exc.pos}): {value!r}") from exc
     if not isinstance(parsed, dict):
-        raise ValueError(f"{flag} must be a JSON object like '{{\"rows\": 4}}', got {value!r}")
+        raise InvalidOptionsError(f"{flag} must be a JSON object like '{{\"rows\": 4}}', got {value!r}")
     return parsed

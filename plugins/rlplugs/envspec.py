@@ -54,13 +54,18 @@ class PreflightError(RuntimeError):
 
 @dataclass
 class EnvSpec:
-    """One environment, as trainers and tools see it."""
+    """One environment, as trainers and tools see it.
 
-    name: str
+    ``name`` is not the env's to write: :func:`rlplugs.make_env` sets it to the name the
+    :class:`~rlplugs.Registration` gives (so the two cannot disagree); a spec built by calling a
+    factory directly has no name unless the caller gives one.
+    """
+
     description: str
     datasets: dict[str, Callable[[], Any]]
     components: list[RewardComponent]
     preflight_samples: Callable[[], list[Sample]]
+    name: str = ""
     scorer: BatchScorer | None = None
     episodes: EpisodeFactory | None = None
     eval: EvalProtocol = field(default_factory=EvalProtocol)

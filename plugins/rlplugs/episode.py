@@ -8,7 +8,9 @@ serves every consumer:
   acting seat's conversation into token ids with an environment mask;
 - the verifiers bridge feeds ``observation()`` to ``interaction.turn(...)``;
 - guidance (best-of-N, beam search) and Monte-Carlo PRM labels call :meth:`Episode.clone` to
-  branch the game state and try candidate turns.
+  branch the game state and try candidate turns;
+- evaluation, PRM labels and guidance play many episodes with the one lock-step runner here
+  (:func:`play_lockstep`: one batched ``generate`` per round for every live episode).
 
 Messages are plain chat dicts (``{"role": ..., "content": ...}``) so any chat template applies.
 
@@ -25,7 +27,7 @@ of an episode scored "as it stands".
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -178,12 +180,83 @@ def stop_reason(episode: Any) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
+def last_reply(episode: Episode, seat: str) -> str:
+    """The last assistant message ``seat`` wrote in ``episode`` ("" if none): the completion an
+    episode's components and reports score for that seat."""
+    replies = [m for m in episode.transcript(seat) if m.get("role") == "assistant"]
+    return str(replies[-1].get("content", "")) if replies else ""
+
+
+# --- the lock-step runner ----------------------------------------------------------------------
+# Evaluation, PRM labels and guidance play many episodes together: every round collects the
+# observation of each unfinished episode (whatever seat is to move) and answers them all with one
+# BatchPolicy.generate call, which is what keeps a GPU busy. (The TRL rollout plays in lock-step
+# too, but on token ids through TRL's generation, not through a BatchPolicy.)
+
+
+class _OneAtATime:
+    """A plain :class:`Policy` answering a batch one conversation at a time."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+
+    def __call__(self, messages: list[Message]) -> str:
+        return self.policy(messages)
+
+    def generate(self, conversations: list[list[Message]], n: int = 1) -> list[list[str]]:
+        return [[self.policy(c) for _ in range(n)] for c in conversations]
+
+
+def as_batch_policy(policy: Policy | BatchPolicy) -> BatchPolicy:
+    """``policy`` itself when it already answers batches, else a per-conversation wrapper."""
+    return policy if callable(getattr(policy, "generate", None)) else _OneAtATime(policy)
+
+
+def advance(episodes: Sequence[Episode], policy: BatchPolicy) -> list[Episode]:
+    """Play one turn in every unfinished episode with one batched call; returns those that moved."""
+    live = [ep for ep in episodes if not ep.done]
+    if live:
+        replies = policy.generate([ep.observation() for ep in live], n=1)
+        for ep, reply in zip(live, replies, strict=True):
+            ep.step(reply[0])
+    return live
+
+
+def play_lockstep(
+    episodes: Sequence[Episode], policy: BatchPolicy, max_turns: int = 1000,
+    on_done: Callable[[Episode], None] | None = None,
+) -> None:  # fmt: skip
+    """Play every episode to its end, one ``generate`` call per round for all live episodes.
+
+    An episode still running after ``max_turns`` of its turns is stopped with that reason when it
+    is guarded (its sample is then unscored), and raises ``RuntimeError`` otherwise. ``on_done``
+    is called once per episode as it ends (progress bars)."""
+    turns = [0] * len(episodes)
+    index = {id(ep): i for i, ep in enumerate(episodes)}
+    while moved := advance(episodes, policy):
+        for ep in moved:
+            i = index[id(ep)]
+            turns[i] += 1
+            if not ep.done and turns[i] >= max_turns:
+                reason = f"episode did not end within {max_turns} turns"
+                if not isinstance(ep, GuardedEpisode):
+                    raise RuntimeError(reason)
+                ep.stop(reason)
+            if ep.done and on_done is not None:
+                on_done(ep)
+
+
+def advance_until_learner(episodes: Sequence[Episode], policy: BatchPolicy, max_turns: int = 1000) -> None:
+    """Let the other seats play (batched) until each episode is done or a trained seat is to move."""
+    for _ in range(max_turns):
+        waiting = [ep for ep in episodes if not ep.done and ep.current_seat not in ep.trained_seats]
+        if not waiting:
+            return
+        advance(waiting, policy)
+    raise RuntimeError(f"no trained seat got a turn within {max_turns} turns")
+
+
 def play(episode: Episode, policy: Policy, max_turns: int = 1000) -> Episode:
     """Play ``episode`` to its end with one policy on every seat; returns the same episode."""
-    turns = 0
-    while not episode.done:
-        if turns >= max_turns:
-            raise RuntimeError(f"episode did not end within {max_turns} turns")
-        episode.step(policy(episode.observation()))
-        turns += 1
+    play_lockstep([episode], as_batch_policy(policy), max_turns)
     return episode

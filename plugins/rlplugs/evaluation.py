@@ -28,8 +28,17 @@ from typing import Any
 
 from rlplugs.config import validate_options
 from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.episode import Episode, GuardedEpisode, Guidance, Policy, guard, stop_reason
-from rlplugs.policies import as_batch_policy
+from rlplugs.episode import (
+    Episode,
+    GuardedEpisode,
+    Guidance,
+    Policy,
+    as_batch_policy,
+    guard,
+    last_reply,
+    play_lockstep,
+    stop_reason,
+)
 from rlplugs.rewards import Sample, Score, UnscoredLedger, run_sync, weighted_total
 
 Advance = Callable[[int], None]  # progress callback: n units done
@@ -68,24 +77,11 @@ def complete_rows(rows: list[dict[str, Any]], policy: Policy, samples: int, adva
 # --- multi-turn -----------------------------------------------------------------------------
 
 
-def play_lockstep(episodes: list[GuardedEpisode], policy: Policy, max_turns: int, advance: Advance) -> None:
-    """Play every episode to its end, one ``generate`` call per round for all live episodes. An
-    episode whose ``step`` raised is stopped by its guard; one still running after ``max_turns``
-    turns is stopped here; either way its sample is unscored with the reason."""
-    batch = as_batch_policy(policy)
-    turns = [0] * len(episodes)
-    while True:
-        live = [i for i, ep in enumerate(episodes) if not ep.done]
-        if not live:
-            break
-        replies = batch.generate([episodes[i].observation() for i in live], n=1)
-        for i, reply in zip(live, replies):
-            episodes[i].step(reply[0])
-            turns[i] += 1
-            if turns[i] >= max_turns:
-                episodes[i].stop(f"episode did not end within {max_turns} turns")
-            if episodes[i].done:
-                advance(1)
+def play_all(episodes: list[GuardedEpisode], policy: Policy, max_turns: int, advance: Advance) -> None:
+    """Every episode played to its end by :func:`rlplugs.episode.play_lockstep`; an episode whose
+    ``step`` raised is stopped by its guard, one still running after ``max_turns`` turns is stopped
+    there; either way its sample is unscored with the reason."""
+    play_lockstep(episodes, as_batch_policy(policy), max_turns, on_done=lambda _: advance(1))
 
 
 def play_guided(episodes: list[GuardedEpisode], policy: Policy, guidance: Guidance, advance: Advance) -> list[Episode]:
@@ -112,14 +108,12 @@ def episode_samples(
     if guidance is not None:
         played = play_guided(episodes, policy, guidance, advance)
     else:
-        play_lockstep(episodes, policy, max_turns, advance)
+        play_all(episodes, policy, max_turns, advance)
         played = list(episodes)
     samples = []
     for (group, row), ep in zip(starts, played):
         seat = ep.trained_seats[0] if ep.trained_seats else ep.current_seat
-        replies = [m for m in ep.transcript(seat) if m.get("role") == "assistant"]
-        completion = str(replies[-1].get("content", "")) if replies else ""
-        samples.append(Sample(prompt=row["prompt"], completion=completion, row=row, episode=ep, group=group))
+        samples.append(Sample(prompt=row["prompt"], completion=last_reply(ep, seat), row=row, episode=ep, group=group))
     return samples
 
 

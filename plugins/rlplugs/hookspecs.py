@@ -11,9 +11,13 @@ A plugin module implements any subset of these functions, decorated with
     [project.entry-points.rlplugs]
     my-env = "my_package.plugin"
 
-Registration hooks return :class:`rlplugs.registry.Registration` objects: a name, a one-line
-summary and a *factory*. Factories are only called when the thing is used, so ``rlplugs list``
-stays fast even when an environment needs a neural network to be built.
+Registration hooks return :class:`rlplugs.Registration` objects: a name, a one-line summary, a
+*factory* and the :class:`rlplugs.StrictConfig` of its options. Every kind takes its options the
+same way, as one mapping validated by that config (``--env_args``, ``--reward_args``,
+``--guidance_args``, ``--fixup_args`` on command lines, the same keys in YAML), and the factory
+receives the validated config (or nothing, when the registration has no config). Factories are
+only called when the thing is used, so ``rlplugs list`` stays fast even when an environment needs
+a neural network to be built.
 """
 
 from __future__ import annotations
@@ -32,29 +36,34 @@ hookspec = pluggy.HookspecMarker("rlplugs")
 
 @hookspec
 def rlplugs_register_environments() -> list[Registration]:
-    """Environments: each factory takes the env's own config (a pydantic model, see
-    ``Registration.config``) and returns an :class:`rlplugs.envspec.EnvSpec`."""
+    """Environments: each factory takes the env's config and returns an :class:`rlplugs.EnvSpec`
+    (which the registration names)."""
 
 
 @hookspec
 def rlplugs_register_reward_components() -> list[Registration]:
-    """Reusable reward components: each factory takes keyword options and returns a
-    :class:`rlplugs.rewards.RewardComponent` that any environment can add to its own."""
+    """Reusable reward components: each factory takes its config and returns a
+    :class:`rlplugs.RewardComponent` that any environment can add to its own
+    (``--extra_rewards NAME[:WEIGHT]``, options in ``--reward_args``)."""
 
 
 @hookspec
 def rlplugs_register_guidance() -> list[Registration]:
-    """Inference-time guidance strategies (best-of-N, beam search, ...): each factory returns an
-    object following :class:`rlplugs.episode.Guidance`."""
+    """Inference-time guidance strategies (best-of-N, beam search, ...): each factory takes its
+    config and returns an object following :class:`rlplugs.Guidance` (``rlplugs eval --guidance
+    NAME``, options in ``--guidance_args``)."""
 
 
 @hookspec
 def rlplugs_register_checkpoint_fixups() -> list[Registration]:
-    """Checkpoint fixups and training guards: each factory returns an object with a ``summary``
-    and, where it applies, ``trainer_callback(...)`` for TRL and/or a CLI entry point."""
+    """Checkpoint fixups and training guards: each factory takes its config and returns an object
+    with a ``summary`` and, where it applies, ``trainer_callback(...)`` for TRL (``--fixups NAME``,
+    options in ``--fixup_args``) and/or a CLI entry point."""
 
 
 @hookspec
 def rlplugs_add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add subcommands to the ``rlplugs`` CLI (``ckpt``, ``games``, ``prm``, ...). A command sets
-    ``func`` on its parser with ``set_defaults(func=...)``; ``func(args) -> int`` runs it."""
+    """Add subcommands to the ``rlplugs`` CLI (``ckpt``, ``games``, ``prm``, ...): the way a plugin
+    gets flags of its own (the core commands declare no plugin's flags). A command sets ``func`` on
+    its parser with ``set_defaults(func=...)``; ``func(args) -> int`` runs it and raises
+    :class:`rlplugs.UsageError` for input the user can fix."""

@@ -100,22 +100,3 @@ class HFPolicy:
         )
         new_tokens = out[:, enc["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-
-
-class CallableBatchPolicy:
-    """A plain :class:`~rlplugs.episode.Policy` (e.g. an env's reference policy) seen as a
-    :class:`~rlplugs.episode.BatchPolicy`, so guidance and batched evaluation accept it."""
-
-    def __init__(self, policy):
-        self.policy = policy
-
-    def __call__(self, messages: list[Message]) -> str:
-        return self.policy(messages)
-
-    def generate(self, conversations: list[list[Message]], n: int = 1) -> list[list[str]]:
-        return [[self.policy(c) for _ in range(n)] for c in conversations]
-
-
-def as_batch_policy(policy) -> Any:
-    """``policy`` itself when it already answers batches, else a per-conversation wrapper."""
-    return policy if callable(getattr(policy, "generate", None)) else CallableBatchPolicy(policy)

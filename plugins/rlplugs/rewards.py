@@ -26,7 +26,6 @@ import asyncio
 import inspect
 import logging
 import threading
-import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -293,14 +292,3 @@ def weighted_total(scores: dict[str, Score], weights: dict[str, float]) -> float
     if not scored:
         return None
     return float(sum(w * v for w, v in scored))
-
-
-@dataclass
-class Timer:
-    """Wall-clock seconds of a block (for throughput figures in logs)."""
-
-    start: float = field(default_factory=time.perf_counter)
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start

@@ -22,6 +22,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from rlplugs.cache import cache_root
+
 RECIPE_VERSION = "qwen3.5-tiny-v1"
 
 # The six Qwen3.5 specials that are plain text (not control tokens) in the official tokenizer.
@@ -67,17 +69,6 @@ TINY_VISION_CONFIG = dict(
 )
 
 #: LoRA targets of the Qwen3.5 text stack: attention, Gated DeltaNet and MLP projections.
-QWEN35_LORA_TARGETS = [
-    "q_proj", "k_proj", "v_proj", "o_proj",
-    "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj",
-    "gate_proj", "up_proj", "down_proj",
-]  # fmt: skip
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("RLPLUGS_CACHE", Path.home() / ".cache" / "rlplugs"))
-
-
 def qwen35_chat_template() -> str:
     """The Qwen3.5 chat template as shipped inside the installed TRL wheel."""
     from importlib import resources

@@ -60,8 +60,9 @@ from verifiers.v1.harnesses.null import NullHarness
 from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
 from rlplugs.envspec import EnvSpec
-from rlplugs.episode import GuardedEpisode, guard
-from rlplugs.registry import closest, get_environment, get_registry
+from rlplugs.episode import GuardedEpisode, guard, last_reply
+from rlplugs.config import unknown_options_message
+from rlplugs.registry import env_for_module, get_registry, make_env
 from rlplugs.rewards import Sample, Score, Unscorable
 
 # --- names and specs ------------------------------------------------------------------------
@@ -74,7 +75,7 @@ def class_prefix(env_name: str) -> str:
 
 @functools.cache
 def _spec(env_name: str, options_json: str) -> EnvSpec:
-    return get_environment(env_name, json.loads(options_json))
+    return make_env(env_name, json.loads(options_json))
 
 
 def spec_for(env_name: str, options: dict[str, Any]) -> EnvSpec:
@@ -186,12 +187,7 @@ class EnvOptionsConfig(vf.TasksetConfig):
         if isinstance(data, dict):
             unknown = [k for k in data if k not in cls.model_fields]
             if unknown:
-                hints = {k: closest(k, cls.model_fields) for k in unknown}
-                raise ValueError(
-                    "unknown env.taskset option(s) "
-                    + ", ".join(f"'{k}'" + (f" (did you mean {' or '.join(map(repr, h))}?)" if h else "") for k, h in hints.items())
-                    + f". Valid: {', '.join(sorted(cls.model_fields))}"
-                )
+                raise ValueError(unknown_options_message(unknown, list(cls.model_fields), owner="env.taskset"))
         return data
 
 
@@ -230,7 +226,7 @@ class RowTaskset(vf.Taskset):
 def taskset_class(env_name: str) -> type[vf.Taskset]:
     """The ``vf.Taskset`` subclass for registered env ``env_name`` (config = env options + split)."""
     registration = get_registry().get("environment", env_name)
-    spec = get_environment(env_name)
+    spec = make_env(env_name)
     prefix = class_prefix(env_name)
     env_fields: dict[str, Any] = {}
     option_names: dict[str, str] = {}
@@ -276,8 +272,7 @@ class EpisodeEnv(vf.Env):
         for episode, seat_traces in played:
             for seat, trace in seat_traces.items():
                 if seat in episode.trained_seats:
-                    replies = [m for m in episode.transcript(seat) if m.get("role") == "assistant"]
-                    samples.append(_sample(data, str(replies[-1].get("content", "")) if replies else "", episode, 0, seat))
+                    samples.append(_sample(data, last_reply(episode, seat), episode, 0, seat))
                     traces.append(trace)
         for trace, scores in zip(traces, await spec.ascore(samples)):
             record_scores(trace, scores, spec.weights)
@@ -337,7 +332,7 @@ class EpisodeEnv(vf.Env):
 @functools.cache
 def env_class(env_name: str) -> type[vf.Env]:
     """The ``vf.Env`` subclass for ``env_name``: seats as agents, ``n`` sibling attempts."""
-    spec = get_environment(env_name)
+    spec = make_env(env_name)
     prefix = class_prefix(env_name)
     # Seats default to the local subprocess runtime: the chat loop executes nothing, so a remote
     # sandbox (verifiers' default) would only add a tunnel and a Prime login.
@@ -415,9 +410,11 @@ def harness_class(env_name: str) -> type[vf.Harness]:
 # --- module exports -------------------------------------------------------------------------
 
 
-def verifiers_export(env_name: str, attr: str) -> type:
-    """Module ``__getattr__`` body for env packages: ``<Name>Taskset``, ``<Name>Env`` or
-    ``<Name>Harness`` of ``env_name``; anything else is an ``AttributeError``."""
+def verifiers_export(module: str, attr: str) -> type:
+    """Module ``__getattr__`` body for env packages, called as ``verifiers_export(__name__, name)``:
+    ``<Name>Taskset``, ``<Name>Env`` or ``<Name>Harness`` of the env importable as ``module`` (an
+    env id works too); anything else is an ``AttributeError``."""
+    env_name = env_for_module(module)
     prefix = class_prefix(env_name)
     builders = {f"{prefix}Taskset": taskset_class, f"{prefix}Env": env_class, f"{prefix}Harness": harness_class}
     if attr not in builders:

@@ -15,9 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rlplugs import hookimpl
-from rlplugs.config import StrictConfig
-from rlplugs.registry import Registration
+from rlplugs import Registration, StrictConfig, hookimpl
 
 
 @dataclass(frozen=True)

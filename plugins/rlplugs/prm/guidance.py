@@ -30,8 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rlplugs.episode import BatchPolicy, Episode, Message, guard
-from rlplugs.prm.lockstep import advance_until_learner, finish
+from rlplugs import BatchPolicy, Episode, Message, advance_until_learner, guard, play_lockstep
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +169,7 @@ class BeamSearch:
                 searches[i] = [self._child(parent, text, value) for value, parent, text in pool[: self.beam_width]]
                 expansions[i].append({"iteration": iteration, "scored": len(pool), "kept": [b.score for b in searches[i]]})
         best = [max(beams, key=lambda b: -1.0 if b.score is None else b.score) for beams in searches]
-        finish([b.episode for b in best], policy, self.max_turns)
+        play_lockstep([b.episode for b in best], policy, self.max_turns)
         head = {"strategy": self.name, "n": self.n, "beam_width": self.beam_width, "iterations": self.iterations,
                 "temperature": self.temperature}  # fmt: skip
         return [GuidedEpisode(b.episode, {**head, "turns": b.path, "expansions": e}) for b, e in zip(best, expansions, strict=True)]

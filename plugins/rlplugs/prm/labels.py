@@ -32,8 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlplugs.episode import BatchPolicy, Episode, Message, guard, stop_reason
-from rlplugs.prm.lockstep import advance_until_learner, finish
+from rlplugs import BatchPolicy, Episode, Message, advance_until_learner, guard, play_lockstep, stop_reason
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +109,7 @@ def monte_carlo_labels(
                 clone = branch["state"].clone()
                 clone.step(candidate)
                 continuations.append(clone)
-    finish(continuations, policy, max_turns)
+    play_lockstep(continuations, policy, max_turns)
 
     rows: list[Row] = []
     dropped = 0

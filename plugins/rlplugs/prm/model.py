@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from rlplugs.episode import Message
+from rlplugs import Message
 
 log = logging.getLogger(__name__)
 

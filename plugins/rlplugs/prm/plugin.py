@@ -1,8 +1,9 @@
 """Registers PRM guidance (``best-of-n``, ``beam``) and the ``rlplugs prm label|train`` commands.
 
-Guidance options are strict configs, so ``rlplugs eval --guidance best-of-n --n 4 --prm DIR``
-and ``get_registry().get("guidance", "beam").build({...})`` validate the same way; the PRM is
-loaded when the strategy is built.
+Guidance options are strict configs, so ``rlplugs eval --guidance best-of-n --guidance_args
+'{"n": 4, "prm": "DIR"}'`` and ``get_registry().get("guidance", "beam").build({...})`` validate the
+same way; the PRM is loaded when the strategy is built. The core CLI declares none of these
+options: they are this plugin's, given as one mapping.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 import rlplugs
-from rlplugs.config import StrictConfig
-from rlplugs.registry import Registration
+from rlplugs import Registration, StrictConfig
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def _add_dataclass_arguments(parser: argparse.ArgumentParser, config_cls: type) 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from rlplugs.cli import UsageError
+    from rlplugs import UsageError
     from rlplugs.prm.labels import load_rows
     from rlplugs.prm.train import PRMTrainConfig, train_prm
 
@@ -118,13 +118,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_label(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs.cli import UsageError, build_env
-    from rlplugs.episode import guard
-    from rlplugs.policies import HFPolicy
+    from rlplugs import HFPolicy, UsageError, guard, make_env, parse_json_options, play_lockstep
     from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
-    from rlplugs.prm.lockstep import finish
 
-    spec = build_env(args.env, args.env_args)
+    spec = make_env(args.env, parse_json_options(args.env_args, "--env_args"))
     if not spec.multi_turn:
         raise UsageError(f"env '{spec.name}' is single-turn; PRM labels need a multi-turn env")
     try:
@@ -145,7 +142,7 @@ def cmd_label(args: argparse.Namespace) -> int:
             chunk = rows[start : start + args.chunk]
             episodes = [guard(spec.episodes(row)) for row in chunk]  # an error stops one game, not the run
             if args.method == "outcome":
-                finish(episodes, policy)
+                play_lockstep(episodes, policy)
                 new = outcome_labels(episodes, weights)
             else:
                 new = monte_carlo_labels(episodes, policy, weights, k=args.k, candidates=args.candidates)

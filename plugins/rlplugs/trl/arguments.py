@@ -30,7 +30,8 @@ from trl.scripts.grpo import GRPOScriptArguments
 
 from rlplugs.config import parse_json_options
 from rlplugs.envspec import EnvSpec
-from rlplugs.registry import closest, get_environment, get_registry
+from rlplugs.errors import did_you_mean
+from rlplugs.registry import build_named, make_env
 from rlplugs.rewards import RewardComponent
 
 
@@ -59,13 +60,17 @@ class EnvArguments:
             "(e.g. `length-penalty:0.1 think-format`)."
         },
     )
-    extra_reward_args: dict[str, Any] | str | None = field(
+    reward_args: dict[str, Any] | str | None = field(
         default=None,
         metadata={"help": 'Options of the extra reward components as JSON: {"NAME": {option: value}}.'},
     )
     fixups: list[str] | None = field(
         default=None,
         metadata={"help": "Registered checkpoint fixups to attach to the trainer as callbacks."},
+    )
+    fixup_args: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={"help": 'Options of the checkpoint fixups as JSON: {"NAME": {option: value}}.'},
     )
     skip_preflight: bool = field(
         default=False,
@@ -74,7 +79,8 @@ class EnvArguments:
 
     def __post_init__(self) -> None:
         self.env_args = parse_json_options(self.env_args, "--env_args")
-        self.extra_reward_args = parse_json_options(self.extra_reward_args, "--extra_reward_args")
+        self.reward_args = parse_json_options(self.reward_args, "--reward_args")
+        self.fixup_args = parse_json_options(self.fixup_args, "--fixup_args")
 
 
 @dataclass
@@ -119,28 +125,26 @@ def make_sft_parser(prog: str | None = None) -> TrlParser:
 
 def extra_components(args: EnvArguments) -> list[RewardComponent]:
     """The registered components named with ``--extra_rewards NAME[:WEIGHT]``, built with their
-    ``--extra_reward_args`` options."""
-    options = args.extra_reward_args or {}
-    names = [item.split(":", 1)[0] for item in args.extra_rewards or []]
-    unknown = sorted(set(options) - set(names))
-    if unknown:
-        raise ValueError(f"--extra_reward_args names {unknown}, which are not in --extra_rewards {names}")
-    components = []
-    for item in args.extra_rewards or []:
-        name, _, weight = item.partition(":")
-        component = get_registry().get("reward_component", name).build(options.get(name))
+    ``--reward_args`` options."""
+    items = [item.partition(":") for item in args.extra_rewards or []]
+    components = build_named("reward_component", [name for name, _, _ in items], args.reward_args, "--reward_args")
+    for (name, _, weight), component in zip(items, components):
         if weight:
             try:
                 component.weight = float(weight)
             except ValueError:
-                raise ValueError(f"--extra_rewards {item!r}: weight {weight!r} is not a number") from None
-        components.append(component)
+                raise ValueError(f"--extra_rewards '{name}:{weight}': weight {weight!r} is not a number") from None
     return components
 
 
-def build_env_spec(args: EnvArguments) -> EnvSpec:
+def fixups(args: EnvArguments) -> list[Any]:
+    """The checkpoint fixups named with ``--fixups``, built with their ``--fixup_args`` options."""
+    return build_named("checkpoint_fixup", list(args.fixups or []), args.fixup_args, "--fixup_args")
+
+
+def env_from_args(args: EnvArguments) -> EnvSpec:
     """The EnvSpec named by ``--env`` with its options, plus any ``--extra_rewards``."""
-    spec = get_environment(args.environment, args.env_args)
+    spec = make_env(args.environment, args.env_args)
     extra = extra_components(args)
     return spec.with_components(extra) if extra else spec
 
@@ -213,12 +217,8 @@ def check_recommendations(spec: EnvSpec) -> None:
     unknown = [k for k in {**spec.trainer_defaults, **spec.model_defaults} if k not in known]
     if not unknown:
         return
-    parts = []
-    for key in unknown:
-        hint = closest(key, known)
-        parts.append(f"'{key}'" + (f" (did you mean {' or '.join(repr(h) for h in hint)}?)" if hint else ""))
     raise LaunchError(
-        f"env '{spec.name}' recommends options the TRL trainer does not have: {', '.join(parts)}. "
+        f"env '{spec.name}' recommends options the TRL trainer does not have: {did_you_mean(unknown, known)}. "
         "EnvSpec.trainer_defaults/model_defaults take TRL option names (chat-template options go in "
         "chat_template_kwargs, episode limits in max_episode_turns); fix the environment plugin"
     )
@@ -297,9 +297,8 @@ def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) ->
     script_args = parser.parse_args_and_config(argv, return_remaining_strings=True)[0]
     spec = None
     if script_args.environment:
-        spec = build_env_spec(script_args)
-        for name in script_args.fixups or []:
-            get_registry().get("checkpoint_fixup", name)
+        spec = env_from_args(script_args)
+        fixups(script_args)  # names and options checked before launch
         check_recommendations(spec)
         parser.set_defaults_with_config(**{**spec.trainer_defaults, **spec.model_defaults, **machine})
     *args, config_rest, cli_rest = parser.parse_args_and_config(

@@ -43,13 +43,11 @@ def set_model_init_kwargs(training_args, model_args) -> None:
     training_args.model_init_kwargs = {**from_model_args, **(training_args.model_init_kwargs or {})}
 
 
-def build_callbacks(names: list[str] | None, training_args, spec) -> list:
-    """TRL callbacks of the checkpoint fixups named with ``--fixups``."""
-    from rlplugs.registry import get_registry
+def build_callbacks(script_args, training_args, spec) -> list:
+    """TRL callbacks of the checkpoint fixups named with ``--fixups`` (options: ``--fixup_args``)."""
+    from rlplugs.trl.arguments import fixups
 
-    return [
-        get_registry().get("checkpoint_fixup", n).build().trainer_callback(training_args, spec) for n in names or []
-    ]
+    return [fixup.trainer_callback(training_args, spec) for fixup in fixups(script_args)]
 
 
 def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset_args, spec) -> None:
@@ -84,7 +82,7 @@ def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        callbacks=build_callbacks(script_args.fixups, training_args, spec),
+        callbacks=build_callbacks(script_args, training_args, spec),
         quantization_config=get_quantization_config(model_args),
         peft_config=get_peft_config(model_args),
         rollout_func=make_episode_rollout(spec, script_args.max_episode_turns) if spec.multi_turn else None,

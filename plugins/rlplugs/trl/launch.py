@@ -8,13 +8,15 @@ The parent process parses and checks everything a training process would (see
 runs as a module (``python -m rlplugs.trl.grpo``) in every accelerate process, so its directory
 never shadows top-level modules on ``sys.path``.
 
-A mistake in the input (unknown environment, option or model, malformed YAML, ...) is one line
-on stderr and exit code 2, before accelerate starts any process.
+A mistake in the input (unknown environment, option or model, malformed YAML, a missing extra,
+...) is one line on stderr and exit code 2, before accelerate starts any process; so is an
+environment whose ``trainer_defaults`` name an option the TRL trainer lacks (the plugin's bug,
+:func:`~rlplugs.trl.arguments.check_recommendations`).
 """
 
 from __future__ import annotations
 
-from rlplugs.registry import closest
+from rlplugs.errors import UsageError, closest
 from rlplugs.trl.arguments import LaunchError, make_grpo_parser, make_sft_parser, parse_training_args
 
 SCRIPTS = {
@@ -103,7 +105,7 @@ def run_training(command: str, argv: list[str], prog: str | None = None) -> int:
 
     try:
         launch_args, script_args = split_launch_args(command, argv, prog)
-    except (ValueError, LookupError) as exc:  # the user's input: unknown names, bad values, files
+    except (UsageError, ValueError, LookupError) as exc:  # the user's input: unknown names, bad values, files
         report_usage_error(exc)
         return USAGE_ERROR
     module = SCRIPTS[command][0]

@@ -33,7 +33,7 @@ def main(script_args, training_args, model_args, dataset_args, spec) -> None:
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        callbacks=build_callbacks(script_args.fixups, training_args, spec),
+        callbacks=build_callbacks(script_args, training_args, spec),
         quantization_config=get_quantization_config(model_args),
         peft_config=get_peft_config(model_args),
     )

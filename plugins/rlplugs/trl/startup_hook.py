@@ -1,7 +1,8 @@
 """Make the literal ``trl grpo --env NAME`` (and ``trl sft --env NAME``) train an rlplugs environment.
 
 TRL's CLI has no plugin mechanism and silently hands an unknown ``--env`` to ``accelerate launch``
-(see the TRL notes). rlplugs therefore installs ``rlplugs_trl_hook.pth`` at the root of
+(its training commands pass every option their parser does not know to accelerate as a launch
+option). rlplugs therefore installs ``rlplugs_trl_hook.pth`` at the root of
 site-packages; Python runs it in every interpreter, so it is kept to a cheap check of
 ``sys.argv[0]`` and imports this module only in the ``trl`` console-script process.
 

@@ -7,6 +7,6 @@ __all__ = ["LettersTestTaskset", "LettersTestHarness"]
 
 
 def __getattr__(name):
-    from rlplugs.verifiers_bridge import verifiers_export
+    from rlplugs import verifiers_export
 
-    return verifiers_export("letters-test", name)
+    return verifiers_export(__name__, name)

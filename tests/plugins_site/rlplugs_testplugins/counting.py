@@ -18,11 +18,7 @@ from typing import Any
 from datasets import Dataset
 
 import rlplugs
-from rlplugs.config import StrictConfig
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.episode import StepResult, play
-from rlplugs.registry import Registration
-from rlplugs.rewards import RewardComponent, Sample, Score
+from rlplugs import EnvSpec, EvalProtocol, Registration, RewardComponent, Sample, Score, StepResult, StrictConfig, play
 
 
 class CountConfig(StrictConfig):
@@ -106,7 +102,6 @@ def build(config: CountConfig) -> EnvSpec:
         return [Sample(prompt=ep.transcript("agent")[:2], completion="2", episode=ep)]
 
     return EnvSpec(
-        name="count-test",
         description="Say a number each turn (multi-turn test environment).",
         datasets={"train": lambda: rows(config.rows, 0), "validation": lambda: rows(4, 100)},
         components=[RewardComponent("digits", _from_episode("digits"), 1.0), RewardComponent("final_len", _from_episode("final_len"), 0.2)],

@@ -14,10 +14,7 @@ from typing import Any
 from datasets import Dataset
 
 import rlplugs
-from rlplugs.config import StrictConfig
-from rlplugs.envspec import EnvSpec, EvalProtocol
-from rlplugs.registry import Registration
-from rlplugs.rewards import RewardComponent, Sample, Unscorable
+from rlplugs import EnvSpec, EvalProtocol, Registration, RewardComponent, Sample, StrictConfig, Unscorable
 
 PROMPTS = ["Write a word.", "Name a colour.", "Say hello.", "Spell a fruit.", "Write a letter.", "Name an animal."]
 
@@ -52,7 +49,6 @@ def build(config: LettersConfig) -> EnvSpec:
     if config.dead_component:
         components.append(RewardComponent("never", never, 1.0))
     return EnvSpec(
-        name="letters-test",
         description="Reward ASCII letters and brevity (test environment).",
         datasets={"train": lambda: _rows(config.rows, 0), "validation": lambda: _rows(4, 100)},
         components=components,

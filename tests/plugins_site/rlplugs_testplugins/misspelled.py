@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import rlplugs
-from rlplugs.registry import Registration
+from rlplugs import Registration
 
 
 @rlplugs.hookimpl

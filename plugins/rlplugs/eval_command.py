@@ -1,0 +1,136 @@
+"""``rlplugs eval`` as a function: check the inputs, build env, policy and guidance, evaluate,
+write the report, print one line per split.
+
+Why apart from :mod:`rlplugs.cli`: plugin commands that are an evaluation with their own options
+(``rlplugs matrl sun-eval``) call :func:`run_eval` with keywords instead of rebuilding the core
+command's ``argparse.Namespace`` flag by flag. Every check runs before a model loads; what the
+user can fix is a :class:`~rlplugs.errors.UsageError`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from rlplugs.errors import UsageError
+from rlplugs.registry import get_registry, make_env
+
+
+def check_model_dir(value: str, flag: str, marker: str = "config.json") -> None:
+    """A local model directory must exist and hold ``marker``. A value that cannot be a local path
+    (``name``, ``org/name``) is left to transformers as a hub id; its load error is caught where
+    it loads."""
+    path = Path(value).expanduser()
+    if path.is_dir():
+        if marker and not (path / marker).is_file():
+            raise UsageError(f"{flag} {value}: no {marker} in it; give a Hugging Face model directory")
+        return
+    if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") > 1:
+        raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({marker} inside)")
+
+
+def writable_dir(value: str, flag: str) -> Path:
+    """``value`` as a directory this process can write into (created if missing), checked before
+    any work whose results would go there."""
+    out = Path(value)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{flag} {value} is an existing file; give a directory (it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag} {value}: cannot write there ({exc.strerror or exc}); give a writable directory") from None
+    return out
+
+
+def run_eval(
+    env: str,
+    out: str,
+    *,
+    env_args: dict[str, Any] | None = None,
+    split: str | None = None,
+    model: str | None = None,
+    policy: str | None = None,
+    tokenizer: str | None = None,
+    rows: int | None = None,
+    samples: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int | None = None,
+    enable_thinking: bool | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    guidance: str | None = None,
+    guidance_args: dict[str, Any] | None = None,
+    render: int = 3,
+) -> Path:
+    """Evaluate ``model`` (a model directory) or ``policy="reference"`` on env ``env`` and write the
+    report into ``out``; ``None`` means the env protocol's own value. Returns the report directory."""
+    from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
+
+    spec = make_env(env, env_args)
+    try:
+        protocol = protocol_overrides(
+            spec.eval, rows=rows, samples_per_row=samples, temperature=temperature, top_p=top_p,
+            max_new_tokens=max_new_tokens, enable_thinking=enable_thinking,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    splits = [split] if split else list(protocol.splits)
+    for name in splits:
+        if name not in spec.datasets:
+            raise UsageError(f"env '{spec.name}' has no split '{name}'; splits: {', '.join(spec.datasets)}")
+    if model:
+        check_model_dir(model, "--model")
+    if tokenizer:
+        check_model_dir(tokenizer, "--tokenizer", marker="")
+    out_dir = writable_dir(out, "--out")
+    strategy = None
+    if guidance:
+        if not spec.multi_turn:
+            raise UsageError(f"--guidance plays multi-turn episodes; env '{spec.name}' is single-turn")
+        try:
+            strategy = get_registry().get("guidance", guidance).build(guidance_args)
+        except UsageError:
+            raise
+        except ValueError as exc:  # a value the strategy's factory refuses
+            raise UsageError(str(exc)) from exc
+    elif guidance_args:
+        raise UsageError("--guidance_args without --guidance: name the strategy they are for")
+    if policy == "reference":
+        if spec.reference_policy is None:
+            raise UsageError(f"env '{spec.name}' has no reference policy; pass --model PATH")
+        player, policy_name = spec.reference_policy, "reference"
+    elif model:
+        from rlplugs.policies import HFPolicy
+
+        try:
+            player = HFPolicy(
+                model, tokenizer, temperature=protocol.temperature, top_p=protocol.top_p,
+                max_new_tokens=protocol.max_new_tokens, enable_thinking=protocol.enable_thinking, seed=seed,
+                batch_size=batch_size,
+            )  # fmt: skip
+        except (OSError, ValueError) as exc:  # e.g. a hub id that is neither cached nor reachable
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"--model {model}: cannot load it ({first})") from exc
+        policy_name = model
+    else:
+        raise UsageError("give --model PATH or --policy reference")
+    report, out_path = evaluate_to_dir(
+        spec, splits, player, out_dir, protocol=protocol, policy_name=policy_name, guidance=strategy,
+        guidance_name=guidance, render=render, progress=True,
+    )  # fmt: skip
+    console = Console(highlight=False, soft_wrap=True)
+    for name, result in report["splits"].items():
+        success = result["success_rate"]
+        console.print(
+            f"[bold]{spec.name}[/bold] {name}: {result['counts']['samples']} samples, "
+            f"success rate {'n/a' if success is None else f'{success:.3f}'}; "
+            + ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in result["components"].items())
+        )
+    console.print(f"report: {out_path / 'report.md'}")
+    return out_path
