@@ -19,17 +19,19 @@ from rlplugs.errors import UsageError
 from rlplugs.registry import get_registry, make_env
 
 
-def check_model_dir(value: str, flag: str, marker: str = "config.json") -> None:
-    """A local model directory must exist and hold ``marker``. A value that cannot be a local path
-    (``name``, ``org/name``) is left to transformers as a hub id; its load error is caught where
-    it loads."""
+def check_model_dir(value: str, flag: str, markers: tuple[str, ...] = ("config.json", "adapter_config.json")) -> None:
+    """A local model directory must exist and hold one of ``markers``: a model's ``config.json``,
+    or the ``adapter_config.json`` of a LoRA run's output (transformers loads its base and the
+    adapter). A value that cannot be a local path (``name``, ``org/name``) is left to transformers
+    as a hub id; its load error is caught where it loads."""
     path = Path(value).expanduser()
+    wanted = " or ".join(markers)
     if path.is_dir():
-        if marker and not (path / marker).is_file():
-            raise UsageError(f"{flag} {value}: no {marker} in it; give a Hugging Face model directory")
+        if markers and not any((path / marker).is_file() for marker in markers):
+            raise UsageError(f"{flag} {value}: no {wanted} in it; give a Hugging Face model directory or a LoRA adapter's")
         return
     if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") > 1:
-        raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({marker} inside)")
+        raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({wanted} inside)")
 
 
 def writable_dir(value: str, flag: str) -> Path:
@@ -87,7 +89,7 @@ def run_eval(
     if model:
         check_model_dir(model, "--model")
     if tokenizer:
-        check_model_dir(tokenizer, "--tokenizer", marker="")
+        check_model_dir(tokenizer, "--tokenizer", markers=())
     out_dir = writable_dir(out, "--out")
     strategy = None
     if guidance:
