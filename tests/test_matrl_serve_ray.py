@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from test_matrl_service import cells, free_port, wait_until_up
@@ -32,6 +33,18 @@ def replica_pids(url: str, tries: int = 40) -> set[int]:
     return seen
 
 
+def wait_until_busy(pid: int, seconds: float = 120) -> None:
+    """Return once ``pid`` burns CPU (over half a core for 0.5 s), i.e. a model call is running in
+    it; a fixed sleep raced the routing of the first batches on a loaded machine."""
+    process, deadline = psutil.Process(pid), time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        before = sum(process.cpu_times()[:2])
+        time.sleep(0.5)
+        if sum(process.cpu_times()[:2]) - before > 0.25:
+            return
+    raise AssertionError(f"replica {pid} never started relaxing")
+
+
 def test_two_replicas_one_killed_mid_batch_lose_nothing(plugin_env):
     from matrl.judge_client import HttpJudges
 
@@ -49,8 +62,8 @@ def test_two_replicas_one_killed_mid_batch_lose_nothing(plugin_env):
         requests = [cells(4 * i, 4) for i in range(16)]
         with ThreadPoolExecutor(16) as pool:
             futures = [pool.submit(judges.relax, r) for r in requests]
-            time.sleep(1.5)  # batches of 8 requests x 4 cells are relaxing on both replicas
             victim = min(pids)
+            wait_until_busy(victim)  # a batch is relaxing there: the kill drops requests in flight
             os.kill(victim, signal.SIGKILL)
             answers = [f.result() for f in futures]
         assert [len(a) for a in answers] == [4] * 16
