@@ -29,6 +29,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -63,7 +64,7 @@ class HttpJudges:
         # requests sent, retries (and retry:<kind>), joined (identical request in flight), rejected
         # (4xx: the request itself), gave_up (retries spent)
         self.stats: Counter[str] = Counter()
-        info = self._wait_ready(startup_wait_s)
+        info = wait_for_service(self._http, "/ready", startup_wait_s)
         self.scale, self.name = info["scale"], f"http:{info['mlip']}"
 
     @classmethod
@@ -84,25 +85,6 @@ class HttpJudges:
     def _count(self, key: str) -> None:
         with self._lock:
             self.stats[key] += 1
-
-    def _wait_ready(self, wait_s: float) -> dict[str, Any]:
-        deadline, delay, last = time.monotonic() + wait_s, 0.25, "no answer"
-        while True:
-            try:
-                response = self._http.get("/ready")
-                if response.status_code == 200:
-                    return _checked_json(response)
-                last = f"HTTP {response.status_code} {response.text[:200]}"
-                if response.status_code != 503:  # 503: still loading; anything else is the wrong address
-                    raise JudgeUnavailable(f"{self.url} does not answer as a matrl judge service ({last})")
-            except (httpx.RequestError, MalformedReply) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() + delay > deadline:
-                raise JudgeUnavailable(f"the judge service at {self.url} was not ready within {wait_s:.0f}s ({last}); "
-                                       "start it with `rlplugs matrl serve-judges` or fix judge_url")
-            log.info("judge service at %s not ready (%s); asking again in %.1fs", self.url, last, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
 
     def _post(self, route: str, structures: list[Structure], key: str) -> list:
         body = json.dumps({"structures": [structure_to_json(s) for s in structures]}, sort_keys=True).encode()
@@ -159,6 +141,36 @@ class HttpJudges:
                 self._count(f"retry:{kind}")
         self._count("gave_up")
         raise JudgeUnavailable(f"judge service {route} failed {self.attempts} times; last: {last}")
+
+
+def wait_for_service(http: httpx.Client, route: str, wait_s: float,
+                     ready: Callable[[dict[str, Any]], bool] = lambda answer: True) -> dict[str, Any]:
+    """``GET route`` on a judge service until it answers 200 with a JSON object ``ready`` accepts;
+    that answer. Refused, dropped or garbled answers and 503 ("loading") are asked again, with
+    backoff, for up to ``wait_s``: trainers often start while the service is still starting. Any
+    other answer is the wrong address and fails at once. Both raise :class:`JudgeUnavailable`
+    with a message that starts with the URL and says what to do."""
+    url = str(http.base_url).rstrip("/")
+    advice = "start one with `rlplugs matrl serve-judges --port PORT`, or fix judge_url"
+    deadline, delay, last = time.monotonic() + wait_s, 0.25, "no answer"
+    while True:
+        try:
+            response = http.get(route)
+            if response.status_code == 200:
+                answer = _checked_json(response)
+                if isinstance(answer, dict) and ready(answer):
+                    return answer
+                raise JudgeUnavailable(f"{url}: its {route} answer is not a matrl judge service's; {advice}")
+            last = f"HTTP {response.status_code} {response.text[:200]}"
+            if response.status_code != 503:
+                raise JudgeUnavailable(f"{url}: GET {route} answered {last}: not a matrl judge service; {advice}")
+        except (httpx.RequestError, MalformedReply) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() + delay > deadline:
+            raise JudgeUnavailable(f"{url}: no judge service answered within {wait_s:g} s ({last}); {advice}")
+        log.info("judge service at %s: %s; asking again in %.2g s", url, last, delay)
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
 
 
 def _checked_json(response: httpx.Response) -> Any:

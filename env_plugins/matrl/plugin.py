@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import threading
 from pathlib import Path
 from typing import Literal
@@ -18,8 +17,6 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 import rlplugs
 from matrl.datafiles import MEGNET_BANDGAP
 from rlplugs import EnvSpec, EvalProtocol, Registration, RetryPolicy, Sample, StrictConfig
-
-log = logging.getLogger(__name__)
 
 
 class MatrlConfig(StrictConfig):
@@ -132,37 +129,20 @@ def judges_off(config: MatrlConfig) -> set[str]:
 
 def check_judge_service(url: str, wait_s: float = 30.0) -> None:
     """Raise ``ValueError`` unless a matrl judge service answers ``GET {url}/health`` within
-    ``wait_s``. Refused, dropped or garbled answers are asked again until then: trainer processes
-    often start while the service is still starting (it answers ``/health`` at once and ``/ready``
-    once its models are in; the client waits for that). A server that answers as something else is
-    the wrong address and fails at once."""
-    import time
-    import urllib.error
-    import urllib.request
+    ``wait_s`` (a service that is still starting answers ``/health`` at once and ``/ready`` once
+    its models are in; the client waits for that at its first call)."""
+    import httpx
+
+    from matrl.judge_client import wait_for_service
+    from matrl.judges import JudgeUnavailable
 
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8765")
-    deadline, delay = time.monotonic() + wait_s, 0.25
-    while True:
-        try:
-            with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5.0) as response:
-                health = json.loads(response.read())
-            if isinstance(health, dict) and health.get("alive") is True:
-                return
-            problem = "its /health answer is not a matrl judge service's"
-            break
-        except urllib.error.HTTPError as exc:
-            problem = f"GET /health answered HTTP {exc.code}: not a matrl judge service"
-            break
-        except (OSError, ValueError) as exc:
-            problem = f"no judge service answered within {wait_s:g} s ({getattr(exc, 'reason', None) or exc})"
-            if time.monotonic() + delay > deadline:
-                break
-            log.info("judge service at %s: %s; asking again in %.2g s", url, problem, delay)
-            time.sleep(delay)
-            delay = min(2 * delay, 2.0)
-    raise ValueError(f"{url}: {problem}; start one with `rlplugs matrl serve-judges --port PORT`, or leave "
-                     "judge_url out to run the judges in this process")
+    try:
+        with httpx.Client(base_url=url, timeout=5.0) as http:
+            wait_for_service(http, "/health", wait_s, ready=lambda health: health.get("alive") is True)
+    except JudgeUnavailable as exc:
+        raise ValueError(f"{exc}, or leave judge_url out to run the judges in this process") from None
 
 
 def _as_field(model: type[StrictConfig], option: str, value):
