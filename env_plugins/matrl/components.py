@@ -54,16 +54,13 @@ def structure_from_completion(text: str):
 
 @functools.lru_cache(maxsize=4)
 def _judges(config: JudgeComponentConfig):
-    from matrl.hull import load_hull_reference
-    from matrl.judges import CHGNetJudge, EOSElasticJudge, MEGNetBandGapJudge, SwitchedOff
-    from matrl.judge_client import HttpJudges
+    """The MLIP, band-gap and elastic judges and the hull, built as the matrl environment builds
+    them for the same options (one process-wide set per config)."""
+    from matrl.plugin import MatrlConfig, judge_set
 
-    if config.judge_url:
-        remote = HttpJudges.for_policy(config.judge_url, config.retry)
-        return remote, remote, remote, load_hull_reference()
-    mlip = CHGNetJudge(config.device)
-    band_gap = MEGNetBandGapJudge(config.band_gap_model) if config.band_gap_model else SwitchedOff("band-gap")
-    return mlip, band_gap, EOSElasticJudge(mlip), load_hull_reference()
+    judges = judge_set(MatrlConfig(judge_url=config.judge_url, band_gap_model=config.band_gap_model,
+                                   device=config.device, retry=config.retry))
+    return judges.mlip, judges.band_gap, judges.elastic, judges.hull
 
 
 def _judgeable(sample: Sample) -> Structure | Score:

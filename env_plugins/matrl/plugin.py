@@ -180,7 +180,7 @@ def _judge_set(config_json: str):
     from matrl.judge_client import HttpJudges
     from matrl.structures import parse_structure
 
-    hull = load_hull_reference(config.hull_reference or DEFAULT_REFERENCE)
+    reference = load_hull_reference(config.hull_reference or DEFAULT_REFERENCE)
     if config.judge_url:
         mlip = band_gap = elastic = HttpJudges.for_policy(config.judge_url, config.retry)
     else:
@@ -190,17 +190,15 @@ def _judge_set(config_json: str):
             mlip = SevenNetJudge(config.sevenn_model, config.device, config.relax_steps, config.fmax, config.cache_size)
         band_gap = MEGNetBandGapJudge(config.band_gap_model) if config.band_gap_model else SwitchedOff("band-gap")
         elastic = EOSElasticJudge(mlip) if config.elastic_judge else SwitchedOff("bulk-modulus (elastic)")
-    if mlip.scale != hull.scale:
-        hull = RejudgedHull(hull, mlip)
+    hull = reference if mlip.scale == reference.scale else RejudgedHull(reference, mlip)
     if config.reference_csvs:
         from matrl.tasks import load_mp20_csv
 
         known = [(r.material_id, r.structure) for path in config.reference_csvs for r in load_mp20_csv(path)]
         source = ", ".join(Path(p).name for p in config.reference_csvs)
     else:
-        base = load_hull_reference(config.hull_reference or DEFAULT_REFERENCE)
         known = [(f"{e.formula} ({e.label})", parse_structure(json.dumps(e.structure), 10_000))
-                 for e in base.entries if e.structure]
+                 for e in reference.entries if e.structure]
         source = "embedded prototype set (approximate)"
     return JudgeSet(mlip, band_gap, elastic, hull, NoveltyReference(known, source, config.cache_size), config.retry)
 
