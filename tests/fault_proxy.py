@@ -101,17 +101,22 @@ class FaultProxy:
                 elif fault == "truncate":
                     reply = reply[: len(reply) // 2]
                 elif fault == "garble":
-                    reply = self._garble(reply)
+                    reply, framing_intact = self._garble(reply)
                 writer.write(reply)
                 await writer.drain()
-                if fault in ("truncate", "garble") or b"connection: close" in request.lower().split(b"\r\n\r\n")[0]:
+                # a reply whose framing is broken ends its connection; one garbled only in its body
+                # leaves it open, so the client may reuse it (closing it would race that reuse and
+                # cause failures no fault was injected for)
+                broken = fault == "truncate" or (fault == "garble" and not framing_intact)
+                if broken or b"connection: close" in request.lower().split(b"\r\n\r\n")[0]:
                     return
         except (ConnectionError, asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
             return  # a cancelled connection (stop()) ends quietly
         finally:
             writer.close()
 
-    def _garble(self, reply: bytes) -> bytes:
+    def _garble(self, reply: bytes) -> tuple[bytes, bool]:
+        """The reply with junk in its status line or its body; and whether its framing survived."""
         with self._lock:
             junk = bytes(self.rng.randrange(33, 127) for _ in range(12))
             in_status_line = self.rng.random() < 0.5
@@ -119,8 +124,8 @@ class FaultProxy:
             body_len = len(reply) - head_end
             at = head_end + self.rng.randrange(max(body_len - len(junk), 1))
         if in_status_line or body_len <= len(junk):
-            return junk + reply[reply.find(b"\r\n"):]
-        return reply[:at] + junk + reply[at + len(junk):]
+            return junk + reply[reply.find(b"\r\n"):], False
+        return reply[:at] + junk + reply[at + len(junk):], True
 
     async def _forward(self, request: bytes) -> bytes | None:
         try:
