@@ -69,13 +69,16 @@ def test_the_lockstep_runner_stops_a_guarded_episode_at_its_cap_and_raises_for_a
     assert play(spec.episodes(row), spec.reference_policy, max_turns=5).done
 
 
-def test_episode_stopped_by_an_error_is_unscored_in_every_component_with_its_reason():
-    spec = make_env("count-test", {"fail_starts": [101]})  # validation rows start at 100
+@pytest.mark.parametrize("fault, reason", [
+    ("fail_starts", "episode stopped by an error: RuntimeError: judge crashed (simulated fault)"),
+    ("broken_starts", "episode could not start: ValueError: no episode for start 101 (simulated fault)"),
+])  # fmt: skip
+def test_episode_stopped_by_an_error_is_unscored_in_every_component_with_its_reason(fault, reason):
+    spec = make_env("count-test", {fault: [101]})  # validation rows start at 100
     result = evaluate(spec, "validation", spec.reference_policy)
     assert result["counts"]["unscored_samples"] == 2  # the faulty row's two samples, nothing else
     assert result["components"] == {"digits": 1.0, "final_len": 1.0}  # means over the scored ones
     faulty = [r for r in result["samples"] if r["group"] == 1]
-    reason = "episode stopped by an error: RuntimeError: judge crashed (simulated fault)"
     for record in faulty:
         assert record["scores"] == {"digits": None, "final_len": None}
         assert record["unscored_reasons"] == {"digits": reason, "final_len": reason}

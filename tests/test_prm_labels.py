@@ -83,15 +83,17 @@ def test_an_episode_stopped_by_an_error_gives_no_labels_and_the_others_do(caplog
 
 def test_prm_label_command_labels_the_rows_an_error_did_not_stop(tmp_path, tiny_qwen35, plugin_env):
     out = tmp_path / "rows.jsonl"
+    faults = '{"rows": 3, "fail_starts": [1], "broken_starts": [2]}'  # row 1 fails mid-game, row 2 cannot start
     done = subprocess.run(
-        [RLPLUGS, "prm", "label", "--env", "count-test", "--env_args", '{"rows": 2, "fail_starts": [1]}', "--model",
-         str(tiny_qwen35), "--method", "outcome", "--rows", "2", "--max_new_tokens", "4", "--out", str(out)],
+        [RLPLUGS, "prm", "label", "--env", "count-test", "--env_args", faults, "--model",
+         str(tiny_qwen35), "--method", "outcome", "--rows", "3", "--max_new_tokens", "4", "--out", str(out)],
         env=plugin_env, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     labelled = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(labelled) == 3 and {r["meta"]["row"] for r in labelled} == {0}  # row 1's episode was stopped
-    assert "judge crashed (simulated fault)" in done.stderr and "1 of 2 episodes unscored" in done.stderr
+    assert len(labelled) == 3 and {r["meta"]["row"] for r in labelled} == {0}  # rows 1 and 2 were stopped
+    assert "judge crashed (simulated fault)" in done.stderr and "no episode for start 2" in done.stderr
+    assert "2 of 3 episodes unscored" in done.stderr
 
 
 def test_unknown_outcome_component_names_the_real_ones(count_env):

@@ -51,11 +51,18 @@ def test_count_env_grpo_two_steps_scores_finished_episodes(count_trainer):
     assert summary["digits"]["scored"] == 8 and summary["digits"]["unscored"] == 0
 
 
-@pytest.fixture(scope="module")
-def faulty_trainer(tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
-    """Two rows per step (groups of 2); the episode of row start=1 raises in its second step."""
-    return episode_grpo_trainer(
-        tiny_qwen35, "count-test", {"rows": 2, "fail_starts": [1]}, tmp_path_factory.mktemp("faulty"),
+FAULTS = {  # count-test option -> the reason its faulty row's samples are unscored with
+    "fail_starts": "episode stopped by an error: RuntimeError: judge crashed (simulated fault)",
+    "broken_starts": "episode could not start: ValueError: no episode for start 1 (simulated fault)",
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FAULTS))
+def faulty_trainer(request, tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
+    """Two rows per step (groups of 2); the episode of row start=1 raises in its second step
+    (``fail_starts``) or cannot be started (``broken_starts``)."""
+    return request.param, *episode_grpo_trainer(
+        tiny_qwen35, "count-test", {"rows": 2, request.param: [1]}, tmp_path_factory.mktemp("faulty"),
         max_completion_length=64, turn_tokens=6, max_steps=1, num_generations=2,
     )
 
@@ -63,16 +70,15 @@ def faulty_trainer(tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
 def test_episode_stopped_by_an_error_is_unscored_and_left_out_of_the_grpo_step(faulty_trainer, run_rollout):
     from rlplugs.episode import stop_reason
 
-    spec, rewards, trainer = faulty_trainer
+    fault, spec, rewards, trainer = faulty_trainer
     out = run_rollout(trainer, [dict(r) for r in spec.dataset("train")])
     healthy, faulty = out["episode"]
     assert healthy.done and stop_reason(healthy) is None and len(healthy.replies) == 3
-    assert faulty.done and "judge crashed (simulated fault)" in stop_reason(faulty)
+    assert faulty.done and stop_reason(faulty) == FAULTS[fault]
     assert len(out["completion_ids"][1]) > 0  # its tokens are still returned (TRL needs a row per prompt)
 
     trainer.train()  # one real GRPO step: both rows, two generations each
     (log,) = [h for h in trainer.state.log_history if "rewards/digits/mean" in h]
     assert log["unscored/digits"] == 0.5 and log["unscored/final_len"] == 0.5  # the faulty row's two episodes
     assert 0.0 <= log["rewards/digits/mean"] <= 1.0 and log["reward"] == log["reward"]  # mean over the scored ones
-    reasons = rewards.ledger.summary()["digits"]["reasons"]
-    assert reasons == {"episode stopped by an error: RuntimeError: judge crashed (simulated fault)": 2}
+    assert rewards.ledger.summary()["digits"]["reasons"] == {FAULTS[fault]: 2}

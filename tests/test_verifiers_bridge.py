@@ -107,8 +107,8 @@ def test_multi_turn_episode_is_played_through_the_env_with_sibling_attempts(tmp_
 
 
 def test_episode_stopped_by_an_error_errors_its_traces_and_the_other_tasks_are_scored(tmp_path, monkeypatch):
-    env = {"taskset": {"id": "count-test", "split": "train", "rows": 2, "fail_starts": [1]}, "n": 2}
-    episodes, _ = run_vf_eval(tmp_path, monkeypatch, env, limit=2)
+    env = {"taskset": {"id": "count-test", "split": "train", "rows": 3, "fail_starts": [1], "broken_starts": [2]}, "n": 2}
+    episodes, _ = run_vf_eval(tmp_path, monkeypatch, env, limit=3)
     by_start = {e.task.data.row["start"]: e for e in episodes}
     assert by_start[0].ok, [(t.ok, t.errors, t.rewards) for t in by_start[0].traces]
     assert [t.rewards["digits"].score for t in by_start[0].traces] == [1.0, 1.0]
@@ -117,6 +117,9 @@ def test_episode_stopped_by_an_error_errors_its_traces_and_the_other_tasks_are_s
     for trace in faulty.traces:
         assert not trace.ok and trace.rewards["digits"] is None  # never the as-it-stands score
         assert "episode stopped by an error: RuntimeError: judge crashed (simulated fault)" in trace.errors[-1].message
+    unstarted = by_start[2]  # no trace to score: the verifiers episode errors with the reason
+    assert not unstarted.ok and not unstarted.traces
+    assert "episode could not start: ValueError: no episode for start 2" in unstarted.errors[-1].message
 
 
 class SiblingsPlugin:

@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "Message": "rlplugs.episode",
     "GuardedEpisode": "rlplugs.episode",
     "guard": "rlplugs.episode",
+    "start_episode": "rlplugs.episode",
     "play": "rlplugs.episode",
     "play_lockstep": "rlplugs.episode",
     "advance_until_learner": "rlplugs.episode",

@@ -15,8 +15,10 @@ serves every consumer:
 Messages are plain chat dicts (``{"role": ..., "content": ...}``) so any chat template applies.
 
 **Episodes stopped by an error.** An environment's ``step`` may raise (a judge or simulator
-failing in a way the environment did not turn into a message). Every adapter plays episodes
-wrapped by :func:`guard`: the exception stops that episode alone, which is then ``done`` with
+failing in a way the environment did not turn into a message), and so may starting an episode
+for a row (a malformed row, a scene that cannot be built). Every adapter starts episodes with
+:func:`start_episode` and plays them wrapped by :func:`guard`: the exception stops that episode alone
+(one that could not start is stopped before its first turn), which is then ``done`` with
 :func:`stop_reason` saying why (adapters also stop an episode that outlives their turn cap). That
 reason is the one place the fact lives: :func:`rlplugs.rewards.score_components` reports every
 reward component of such a sample unscored with it, so TRL gets ``None`` (NaN, left out of the
@@ -171,6 +173,52 @@ class GuardedEpisode:
 def guard(episode: Episode) -> GuardedEpisode:
     """``episode`` wrapped so that an error in ``step`` stops it instead of raising (idempotent)."""
     return episode if isinstance(episode, GuardedEpisode) else GuardedEpisode(episode)
+
+
+def start_episode(factory: EpisodeFactory, row: dict[str, Any]) -> GuardedEpisode:
+    """The guarded episode ``factory`` starts for ``row``; if the factory raises, an episode that
+    is stopped before its first turn with the reason, so a batch keeps one episode per row (TRL
+    needs a completion for every prompt) and that row's sample is unscored, not lost."""
+    try:
+        return guard(factory(row))
+    except Exception as exc:  # noqa: BLE001 - one row that cannot start must not end the batch
+        episode = GuardedEpisode(_Unstarted(row))
+        episode.stopped = f"episode could not start: {type(exc).__name__}: {exc}"
+        log.warning("%s", episode.stopped)
+        return episode
+
+
+class _Unstarted:
+    """What stands for an episode its factory could not start: over before any turn, showing the
+    row's prompt as its conversation (the trained seat's sample is that prompt, unscored)."""
+
+    def __init__(self, row: dict[str, Any]):
+        prompt = row.get("prompt")
+        self.messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt or [])
+        self.seat = str(row.get("seat") or "player")
+        self.row = row
+
+    done = True
+    current_seat = property(lambda self: self.seat)
+    trained_seats = property(lambda self: (self.seat,))
+
+    def observation(self) -> list[Message]:
+        return list(self.messages)
+
+    def transcript(self, seat: str) -> list[Message]:
+        return list(self.messages)
+
+    def step(self, text: str) -> StepResult:
+        raise RuntimeError("step() on an episode that could not start")
+
+    def scores(self) -> dict[str, Score]:
+        return {}  # never asked: the guard reports the episode unscored with its reason
+
+    def clone(self) -> _Unstarted:
+        return self
+
+    def record(self) -> dict[str, Any]:
+        return {"messages": self.messages}
 
 
 def stop_reason(episode: Any) -> str | None:

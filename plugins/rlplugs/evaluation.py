@@ -12,8 +12,8 @@ across the TRL and prime-rl routes:
   env's components.
 
 A sample that cannot be scored stays *unscored* with its reason; an episode stopped by an error,
-by a failed search, or for never ending is unscored in every component (episodes are played
-guarded, :func:`rlplugs.episode.guard`). Means are over scored values only and the unscored
+by a failed search, for never ending, or one that could not start is unscored in every component
+(episodes are started and played guarded, :func:`rlplugs.episode.start_episode`). Means are over scored values only and the unscored
 counts are reported beside them. :func:`evaluate` returns plain dicts that :mod:`rlplugs.report`
 writes.
 """
@@ -34,9 +34,9 @@ from rlplugs.episode import (
     Guidance,
     Policy,
     as_batch_policy,
-    guard,
     last_reply,
     play_lockstep,
+    start_episode,
     stop_reason,
 )
 from rlplugs.rewards import Sample, Score, UnscoredLedger, run_sync, weighted_total
@@ -104,7 +104,7 @@ def episode_samples(
 ) -> list[Sample]:
     assert spec.episodes is not None
     starts = [(g, row) for g, row in enumerate(rows) for _ in range(protocol.samples_per_row)]
-    episodes = [guard(spec.episodes(row)) for _, row in starts]
+    episodes = [start_episode(spec.episodes, row) for _, row in starts]
     if guidance is not None:
         played = play_guided(episodes, policy, guidance, advance)
     else:

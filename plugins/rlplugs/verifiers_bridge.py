@@ -38,7 +38,8 @@ still count, as TRL's NaN-excluding sum does); a trace on which no component wit
 could be scored is an errored trace (``trace.record_error``) rather than a reward of 0. Episodes
 are played guarded (:func:`rlplugs.episode.guard`): an environment error in ``step``, a seat cut
 off by its turn or token limit, or the ``max_turns`` cap stops that sibling attempt alone, and
-its traces error with the reason while the other siblings are scored.
+its traces error with the reason while the other siblings are scored. A row whose episode cannot
+start at all errors its verifiers episode with the reason (there is no trace to score).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from verifiers.v1.harnesses.null import NullHarness
 from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
 from rlplugs.envspec import EnvSpec
-from rlplugs.episode import GuardedEpisode, guard, last_reply
+from rlplugs.episode import GuardedEpisode, last_reply, start_episode, stop_reason
 from rlplugs.config import unknown_options_message
 from rlplugs.registry import env_for_module, get_registry, make_env
 from rlplugs.rewards import Sample, Score, Unscorable
@@ -282,7 +283,9 @@ class EpisodeEnv(vf.Env):
         """One episode: each seat's first turn opens its interaction with the seat's opening
         observation as the prompt; later turns send only the messages new since its reply. An
         error in ``step``, a seat cut off before the end, or ``max_turns`` stops this attempt."""
-        episode = guard(spec.episodes(dict(task.data.row)))
+        episode = start_episode(spec.episodes, dict(task.data.row))
+        if (reason := stop_reason(episode)) is not None:  # it could not start: an errored episode in verifiers
+            raise RuntimeError(reason)
         interactions: dict[str, vf.Interaction] = {}
         seen: dict[str, int] = {}
         async with contextlib.AsyncExitStack() as stack:

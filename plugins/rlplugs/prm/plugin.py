@@ -118,7 +118,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_label(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs import HFPolicy, UsageError, guard, make_env, parse_json_options, play_lockstep
+    from rlplugs import HFPolicy, UsageError, make_env, parse_json_options, play_lockstep, start_episode
     from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
 
     spec = make_env(args.env, parse_json_options(args.env_args, "--env_args"))
@@ -140,7 +140,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         task = progress.add_task(f"labelling {spec.name} ({args.method})", total=len(rows))
         for start in range(0, len(rows), args.chunk):
             chunk = rows[start : start + args.chunk]
-            episodes = [guard(spec.episodes(row)) for row in chunk]  # an error stops one game, not the run
+            episodes = [start_episode(spec.episodes, row) for row in chunk]  # an error stops one game, not the run
             if args.method == "outcome":
                 play_lockstep(episodes, policy)
                 new = outcome_labels(episodes, weights)

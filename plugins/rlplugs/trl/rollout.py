@@ -16,8 +16,9 @@ chat templates that re-render history differently (Qwen's drop earlier ``<think>
 of budget stops and is scored as it stands (the model's own doing: components decide whether an
 unfinished episode is unscorable).
 
-**Errors.** Episodes are played guarded (:func:`rlplugs.episode.guard`): an environment or judge
-error in ``step`` stops that episode alone, and so does running past ``max_turns`` rounds; every
+**Errors.** Episodes are started and played guarded (:func:`rlplugs.episode.start_episode`): an
+environment or judge error in ``step`` or at the start stops that episode alone (one that could not
+start returns its row's prompt and an empty turn), and so does running past ``max_turns`` rounds; every
 reward component of a stopped episode is then unscored with the reason (``None`` for TRL, left out
 of the loss), never the zeros of an episode scored as it stands.
 
@@ -40,7 +41,7 @@ from typing import Any
 import torch
 
 from rlplugs.envspec import EnvSpec
-from rlplugs.episode import GuardedEpisode, guard
+from rlplugs.episode import GuardedEpisode, start_episode
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class EpisodeRollout:
         rows = self.trainer.rollout_rows
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("episode rollouts need the batch rows: train with rlplugs.trl.trainer.EnvGRPOTrainer")
-        episodes = [guard(self.spec.episodes(dict(row))) for row in rows]
+        episodes = [start_episode(self.spec.episodes, dict(row)) for row in rows]
         records = [_SeatRecord(seat=row.get("seat") or ep.trained_seats[0]) for row, ep in zip(rows, episodes)]
         for turn in range(self.max_turns + 1):
             pending = [i for i, (ep, rec) in enumerate(zip(episodes, records)) if not ep.done and not rec.out_of_budget]

@@ -7,7 +7,8 @@ deterministic, so adapters (TRL rollouts, verifiers Env, guidance) can be tested
 ``fail_starts`` makes the episodes of those rows (by ``start``) raise in ``step`` on their second
 turn, as an environment whose judge crashes would. Such an episode scores its replies so far
 when asked, as an environment that cannot tell an interrupted episode from a finished one would
-(matrl's "no submission" zeros): the adapters must not ask.
+(matrl's "no submission" zeros): the adapters must not ask. ``broken_starts`` makes starting the
+episodes of those rows raise, as an environment that cannot build a row's scene would.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class CountConfig(StrictConfig):
     rows: int = 8
     turns: int = 3
     fail_starts: list[int] = []
+    broken_starts: list[int] = []
 
 
 class CountEpisode:
@@ -88,6 +90,8 @@ def _from_episode(name: str):
 
 def build(config: CountConfig) -> EnvSpec:
     def episodes(row: dict[str, Any]) -> CountEpisode:
+        if int(row["start"]) in config.broken_starts:
+            raise ValueError(f"no episode for start {row['start']} (simulated fault)")
         return CountEpisode(int(row["start"]), config.turns, int(row["start"]) in config.fail_starts)
 
     def rows(n: int, offset: int) -> Dataset:
