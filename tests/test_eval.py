@@ -85,6 +85,30 @@ def test_episode_stopped_by_an_error_is_unscored_in_every_component_with_its_rea
         assert record["episode"]["stopped"] == reason
 
 
+def test_a_custom_scorer_never_scores_a_stopped_episode_and_a_failing_one_falls_back_per_component():
+    """An env's batch ``scorer`` that would score anything "as it stands" (0.0) is never handed a
+    stopped episode; a scorer that raises leaves its samples to the per-component path."""
+    from rlplugs import Score
+
+    seen: list[int] = []
+
+    async def as_it_stands(samples):
+        seen.append(len(samples))
+        return [{"digits": Score(0.0)} for _ in samples]
+
+    async def broken(samples):
+        raise RuntimeError("scorer down")
+
+    spec = make_env("count-test", {"fail_starts": [101]})
+    result = evaluate(dataclasses.replace(spec, scorer=as_it_stands), "validation", spec.reference_policy)
+    assert seen == [6]  # 4 rows x 2 samples, less the faulty row's two
+    faulty = [r for r in result["samples"] if r["group"] == 1]
+    assert all(r["scores"] == {"digits": None, "final_len": None} for r in faulty)
+    assert result["components"] == {"digits": 0.0, "final_len": 1.0}  # the scorer's own values elsewhere
+    result = evaluate(dataclasses.replace(spec, scorer=broken), "validation", spec.reference_policy)
+    assert result["components"] == {"digits": 1.0, "final_len": 1.0} and result["counts"]["unscored_samples"] == 2
+
+
 def test_guidance_plays_each_episode():
     class FirstOfTwo:  # the simplest real guidance: sample two replies, keep the first
         def play(self, episode, policy):

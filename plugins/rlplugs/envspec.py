@@ -21,6 +21,7 @@ before step 0 instead of training on a constant.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,8 +29,10 @@ from typing import Any
 from pydantic import Field
 
 from rlplugs.config import StrictConfig
-from rlplugs.episode import EpisodeFactory, Policy
+from rlplugs.episode import EpisodeFactory, Policy, stop_reason
 from rlplugs.rewards import RewardComponent, Sample, Score, UnscoredLedger, run_sync, score_components
+
+log = logging.getLogger(__name__)
 
 BatchScorer = Callable[[Sequence[Sample]], Awaitable[list[dict[str, Score]]]]
 
@@ -125,19 +128,30 @@ class EnvSpec:
 
     async def ascore(self, samples: Sequence[Sample], ledger: UnscoredLedger | None = None) -> list[dict[str, Score]]:
         """Score samples with every component. A custom ``scorer`` covers the components it
-        returns; the remaining ones (e.g. extra registered components) run per component."""
+        returns for the samples whose episode was not stopped (it never sees a stopped one, so it
+        cannot score one "as it stands"); everything else runs per component, where a stopped
+        sample is unscored with its reason. A scorer that raises or miscounts leaves its samples
+        to the per-component path."""
         own: list[dict[str, Score]] = [{} for _ in samples]
-        if self.scorer is not None:
-            own = await self.scorer(samples)
-            if ledger is not None:
-                for r in own:
-                    for n, s in r.items():
-                        ledger.record(n, s)
-        rest = [c for c in self.components if not all(c.name in r for r in own)]
+        live = [i for i, s in enumerate(samples) if stop_reason(s.episode) is None]
+        if self.scorer is not None and live:
+            try:
+                results = await self.scorer([samples[i] for i in live])
+                if len(results) != len(live):
+                    raise ValueError(f"returned {len(results)} results for {len(live)} samples")
+            except Exception as exc:  # noqa: BLE001 - a failed batch is rescored, not lost
+                log.warning("env '%s': its scorer failed (%s: %s); scoring per component", self.name, type(exc).__name__, exc)
+                results = [{} for _ in live]
+            for i, r in zip(live, results):
+                own[i] = dict(r)
+                for n, score in r.items() if ledger is not None else ():
+                    ledger.record(n, score)
+        missing = [i for i, r in enumerate(own) if any(c.name not in r for c in self.components)]
+        rest = [c for c in self.components if any(c.name not in own[i] for i in missing)]
         if rest:
-            more = await score_components(rest, samples, ledger)
-            for r, m in zip(own, more):
-                r.update({k: v for k, v in m.items() if k not in r})
+            more = await score_components(rest, [samples[i] for i in missing], ledger)
+            for i, m in zip(missing, more):
+                own[i].update({k: v for k, v in m.items() if k not in own[i]})
         return own
 
     def score(self, samples: Sequence[Sample], ledger: UnscoredLedger | None = None) -> list[dict[str, Score]]:
