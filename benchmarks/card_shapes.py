@@ -171,7 +171,7 @@ def build(a) -> dict:
     import torch
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
-    from rlplugs.tiny_models import TINY_TEXT_CONFIG, build_qwen35_tokenizer
+    from rlplugs.testing.tiny_models import TINY_TEXT_CONFIG, build_qwen35_tokenizer
 
     shape = dict(TINY_TEXT_CONFIG) if a.size == "tiny" else {**COMMON, **SHAPES[a.size]}
     shape["layer_types"] = (["linear_attention"] * 3 + ["full_attention"]) * (shape["num_hidden_layers"] // 4)

@@ -5,7 +5,7 @@ steps 79.5%; SFT on 800 programs 57.4%, +20 GRPO steps 84.0%. This script runs t
 through rlplugs' own plugins only (``rlplugs sft --env factorio-build``, ``rlplugs grpo --env
 factorio-build``, ``trl grpo --env factorio-build`` for the overhead figure, and the generic
 ``evaluate`` API with the card's protocol) on a real pretrained model that runs offline,
-SmolLM2-135M-Instruct (``rlplugs.smollm2``), at a scale one GPU-lease can afford.
+SmolLM2-135M-Instruct (``rlplugs.testing.smollm2``), at a scale one GPU-lease can afford.
 
 Stages (``--stages``, comma-separated; each writes ``OUT/<stage>.json`` as soon as it ends, so a
 run split over several calls, or cut short, keeps what finished):
@@ -47,7 +47,7 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stages", default="base,sft93,grpo93,sft800,grpo800,overhead")
     p.add_argument("--out", type=Path, default=Path("runs/factorio_repro"))
-    p.add_argument("--model", default=None, help="base model dir (default: SmolLM2-135M-Instruct via rlplugs.smollm2)")
+    p.add_argument("--model", default=None, help="base model dir (default: SmolLM2-135M-Instruct via rlplugs.testing.smollm2)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--eval_rows", type=int, default=16)
     p.add_argument("--eval_samples", type=int, default=4)
@@ -86,13 +86,13 @@ def run(cmd: list[str], log_path: Path) -> float:
 
 
 def rlplugs_cmd() -> list[str]:
-    return [sys.executable, "-m", "rlplugs.cli"]
+    return [sys.executable, "-m", "rlplugs.tools.cli"]
 
 
 def evaluate_model(a, model_dir: str, stage: str) -> dict:
     """The card's protocol (16 rows x 4 samples, T=0.6, thinking off) on validation and holdout."""
-    from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
-    from rlplugs.policies import HFPolicy
+    from rlplugs.tools.evaluation import evaluate_to_dir, protocol_overrides
+    from rlplugs.tools.policies import HFPolicy
     from rlplugs.registry import make_env
 
     spec = make_env(ENV, {"workers": a.workers})
@@ -162,7 +162,7 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
 
 def overhead(a, model: str) -> dict:
     """Median step time, plugin path vs hand-written script, same settings, in one run."""
-    from rlplugs.trl.launch import with_cpu_threads
+    from rlplugs.adapters.trl.launch import with_cpu_threads
 
     steps = 2 if a.cpu else a.overhead_steps
     tokens = 16 if a.cpu else a.overhead_tokens
@@ -187,7 +187,7 @@ def overhead(a, model: str) -> dict:
 def base_model(a) -> str:
     if a.model:
         return a.model
-    from rlplugs.smollm2 import smollm2_dir
+    from rlplugs.testing.smollm2 import smollm2_dir
 
     return str(smollm2_dir())
 

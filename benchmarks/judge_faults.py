@@ -146,9 +146,9 @@ class _Trainer:
 def trl_path(spec, rows: list[dict], group: int, judges) -> list[dict]:
     """Episodes played by ``EpisodeRollout`` and scored by TRL's reward functions, per group."""
     from matrl.policy import PrototypePolicy
-    from rlplugs.tiny_models import qwen35_tokenizer_dir
-    from rlplugs.trl.rewards import EnvRewardFunctions
-    from rlplugs.trl.rollout import EpisodeRollout
+    from rlplugs.testing.tiny_models import qwen35_tokenizer_dir
+    from rlplugs.adapters.trl.rewards import EnvRewardFunctions
+    from rlplugs.adapters.trl.rollout import EpisodeRollout
     from transformers import AutoTokenizer
 
     policy = PrototypePolicy()
@@ -212,7 +212,7 @@ def trl_path(spec, rows: list[dict], group: int, judges) -> list[dict]:
 # -- the verifiers path ----------------------------------------------------------------------------
 def verifiers_path(options: dict, rows: int, group: int, tmp: Path) -> list[dict]:
     from matrl.policy import PrototypePolicy
-    from rlplugs.policy_server import serve_policy
+    from rlplugs.tools.policy_server import serve_policy
     from verifiers.v1.cli.eval.runner import run_eval
     from verifiers.v1.configs.cli.eval import EvalConfig
 

@@ -67,9 +67,9 @@ def tree_memory(pid: int) -> dict[str, float]:
 def start_engine(engine: str, env: dict[str, str], port: int) -> tuple[subprocess.Popen, float]:
     import httpx
 
-    command = {"old": [sys.executable, "-m", "rlplugs.cli", "matrl", "serve-judges", "--port", str(port)],
-               "new": [sys.executable, "-m", "rlplugs.cli", "matrl", "serve-judges", "--port", str(port)],
-               "ray": [sys.executable, "-m", "rlplugs.cli", "matrl", "serve-judges", "--ray", "--port", str(port)]}[engine]
+    command = {"old": [sys.executable, "-m", "rlplugs.tools.cli", "matrl", "serve-judges", "--port", str(port)],
+               "new": [sys.executable, "-m", "rlplugs.tools.cli", "matrl", "serve-judges", "--port", str(port)],
+               "ray": [sys.executable, "-m", "rlplugs.tools.cli", "matrl", "serve-judges", "--ray", "--port", str(port)]}[engine]
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ready = "/health" if engine == "old" else "/ready"  # the old service answered only once loaded

@@ -6,7 +6,7 @@ One run, side by side on the same held-out (test-split) instances:
    Monte-Carlo labels (``--candidates`` sampled turns x ``--k`` continuations each) or
    outcome-propagated labels; the outcome is ``--outcome`` (default: mean of ``main_score`` and
    ``played``, so a turn that keeps the game going is worth something even when it is lost);
-2. **train**: a PRM over the same checkpoint (``rlplugs.prm.train``);
+2. **train**: a PRM over the same checkpoint (``rlplugs.builtins.prm.train``);
 3. **evaluate**: greedy vs best-of-N vs beam search on the held-out instances, each with a clock
    around it; clemscore = (mean % played / 100) x mean quality over games (clembench's formula,
    on the clean-room games).
@@ -37,7 +37,7 @@ log = logging.getLogger("prm_guidance")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", help="policy checkpoint dir (default: SmolLM2-135M-Instruct via rlplugs.smollm2)")
+    p.add_argument("--model", help="policy checkpoint dir (default: SmolLM2-135M-Instruct via rlplugs.testing.smollm2)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     p.add_argument("--games", default="all", help="comma-separated clembench-games games, or 'all'")
     p.add_argument("--seats", choices=["self-play", "single"], default="self-play",
@@ -86,10 +86,10 @@ def timed(fn):
 
 
 def label_and_train(args, spec, policy, model_dir: str, device: str) -> tuple[str, dict[str, Any]]:
-    from rlplugs.prm.guidance import sampler
-    from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
+    from rlplugs.builtins.prm.guidance import sampler
+    from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
     from rlplugs import play_lockstep
-    from rlplugs.prm.train import PRMTrainConfig, train_prm
+    from rlplugs.builtins.prm.train import PRMTrainConfig, train_prm
 
     work = Path(args.work)
     weights = json.loads(args.outcome)
@@ -181,15 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import set_seed
 
-    from rlplugs.policies import HFPolicy
-    from rlplugs.prm.guidance import BeamSearch, BestOfN
+    from rlplugs.tools.policies import HFPolicy
+    from rlplugs.builtins.prm.guidance import BeamSearch, BestOfN
     from rlplugs import play_lockstep
-    from rlplugs.prm.model import PRMScorer
+    from rlplugs.builtins.prm.model import PRMScorer
     from rlplugs.registry import make_env
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if args.model is None:
-        from rlplugs.smollm2 import smollm2_dir
+        from rlplugs.testing.smollm2 import smollm2_dir
 
         args.model = str(smollm2_dir())
     options: dict[str, Any] = {"seats": args.seats, "partner": args.partner}

@@ -29,7 +29,7 @@ def main() -> int:
     parser.add_argument("--episodes", default="4")
     args = parser.parse_args()
 
-    from rlplugs.smollm2 import smollm2_dir
+    from rlplugs.testing.smollm2 import smollm2_dir
 
     smol, out = str(smollm2_dir()), Path(args.out)
     rlplugs = str(Path(sys.executable).with_name("rlplugs"))

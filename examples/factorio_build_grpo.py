@@ -27,9 +27,9 @@ def main() -> None:
     from trl import GRPOConfig
 
     from rlplugs.registry import make_env
-    from rlplugs.tiny_models import tiny_qwen35_dir
-    from rlplugs.trl.rewards import EnvRewardFunctions
-    from rlplugs.trl.trainer import EnvGRPOTrainer
+    from rlplugs.testing.tiny_models import tiny_qwen35_dir
+    from rlplugs.adapters.trl.rewards import EnvRewardFunctions
+    from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
     spec = make_env("factorio-build", {"rows": 8, "eval_rows": 2})
     spec.preflight()  # both components compute on the reference program before step 0

@@ -31,7 +31,7 @@ def main() -> int:
     parser.add_argument("--eval_rows", help="holdout rows to evaluate (default: the protocol's 16)")
     args = parser.parse_args()
 
-    from rlplugs.tiny_models import tiny_qwen35_dir
+    from rlplugs.testing.tiny_models import tiny_qwen35_dir
 
     rlplugs = shutil.which("rlplugs") or str(Path(sys.executable).with_name("rlplugs"))
     out = Path(args.out)

@@ -1,7 +1,7 @@
 """Evaluate the scripted reference policy on factorio-build's validation and holdout splits.
 
 The model card's protocol (16 rows x 4 samples x 8 unseen scenes per split, success = verified
-scenes / all scenes, per family) through :func:`rlplugs.evaluation.evaluate_to_dir`; writes
+scenes / all scenes, per family) through :func:`rlplugs.tools.evaluation.evaluate_to_dir`; writes
 ``report.json``, ``report.md`` and pictures of builds (with blueprint strings) and prints where.
 The same as ``rlplugs eval --env factorio-build --policy reference --out DIR``.
 
@@ -25,7 +25,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
+    from rlplugs.tools.evaluation import evaluate_to_dir, protocol_overrides
     from rlplugs.registry import make_env
 
     spec = make_env("factorio-build")

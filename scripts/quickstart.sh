@@ -14,7 +14,7 @@ if [ ! -x .venv/bin/rlplugs ]; then
 fi
 
 # The embedded default model: a tiny Qwen3.5 built in code with the real Qwen3.5 tokenizer (cached).
-model=$(.venv/bin/python -c "from rlplugs.tiny_models import tiny_qwen35_dir; print(tiny_qwen35_dir())")
+model=$(.venv/bin/python -c "from rlplugs.testing.tiny_models import tiny_qwen35_dir; print(tiny_qwen35_dir())")
 .venv/bin/rlplugs grpo --env factorio-build --config configs/trl/factorio-build-grpo-tiny.yaml \
     --model_name_or_path "$model" --output_dir runs/quickstart-grpo
 .venv/bin/rlplugs eval --env factorio-build --split holdout --policy reference --out runs/quickstart-eval

@@ -57,7 +57,7 @@ def plugin_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def tiny_qwen35() -> Path:
     """Directory of the tiny text-only Qwen3.5 with the real tokenizer (built once, cached)."""
-    from rlplugs.tiny_models import tiny_qwen35_dir
+    from rlplugs.testing.tiny_models import tiny_qwen35_dir
 
     return tiny_qwen35_dir()
 
@@ -65,7 +65,7 @@ def tiny_qwen35() -> Path:
 @pytest.fixture(scope="session")
 def tiny_qwen35_vl() -> Path:
     """Directory of the tiny vision-language Qwen3.5 (the class real checkpoints use)."""
-    from rlplugs.tiny_models import tiny_qwen35_dir
+    from rlplugs.testing.tiny_models import tiny_qwen35_dir
 
     return tiny_qwen35_dir(vision=True)
 
@@ -96,9 +96,9 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
     from trl import GRPOConfig
 
     from rlplugs.registry import make_env
-    from rlplugs.trl.rewards import EnvRewardFunctions
-    from rlplugs.trl.rollout import make_episode_rollout
-    from rlplugs.trl.trainer import EnvGRPOTrainer
+    from rlplugs.adapters.trl.rewards import EnvRewardFunctions
+    from rlplugs.adapters.trl.rollout import make_episode_rollout
+    from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
     spec = make_env(env, options)
     rewards = EnvRewardFunctions(spec)

@@ -16,9 +16,9 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
-from rlplugs.checkpoint.dcp_repair import RepairError, repair_optimizer_state
+from rlplugs.builtins.checkpoint.dcp_repair import RepairError, repair_optimizer_state
 from rlplugs.registry import get_registry
-from rlplugs.tiny_models import TINY_TEXT_CONFIG, TINY_VISION_CONFIG
+from rlplugs.testing.tiny_models import TINY_TEXT_CONFIG, TINY_VISION_CONFIG
 
 
 class AppState(Stateful):

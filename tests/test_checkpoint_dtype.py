@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlplugs.checkpoint.dtype import CheckpointError, fix_dtype
+from rlplugs.builtins.checkpoint.dtype import CheckpointError, fix_dtype
 from rlplugs.registry import get_registry
 
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 import torch
 
-from rlplugs.checkpoint.segments import SegmentLog
+from rlplugs.builtins.checkpoint.segments import SegmentLog
 from rlplugs.registry import get_registry
 
 LR = 1e-6
@@ -42,7 +42,7 @@ def _run(model_dir, out, dtype, fixups: dict[str, dict], max_steps):
 
 
 def test_bf16_weights_with_adamw_at_lr_1e6_trip_the_guard_naming_cause_and_fix(tiny_qwen35, tmp_path, caplog):
-    with caplog.at_level(logging.ERROR, logger="rlplugs.checkpoint.guards"):
+    with caplog.at_level(logging.ERROR, logger="rlplugs.builtins.checkpoint.guards"):
         trainer, cbs = _run(
             tiny_qwen35, tmp_path, torch.bfloat16, {"bf16-noop-guard": {"check_steps": 2}, "segments": {}}, 6
         )

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlplugs.checkpoint.resume import MARKER, strip_optimizer
-from rlplugs.checkpoint.segments import SEGMENTS_FILE, SegmentLog
+from rlplugs.builtins.checkpoint.resume import MARKER, strip_optimizer
+from rlplugs.builtins.checkpoint.segments import SEGMENTS_FILE, SegmentLog
 from rlplugs.registry import get_registry
 
 LR = 1e-3
@@ -219,7 +219,7 @@ def test_adam_first_step_after_fresh_resume_is_sign_like_where_carried_moments_a
 
 def test_fresh_resume_from_a_full_checkpoint_clears_the_loaded_adam_state(adam_runs):
     """Same result as resuming from the weights-only copy, bit for bit; the segment says fresh."""
-    from rlplugs.checkpoint.resume import FreshOptimizerCallback
+    from rlplugs.builtins.checkpoint.resume import FreshOptimizerCallback
 
     _, _, (_, _, _, w_stripped), (trainer, _, _, w_cleared), _ = adam_runs
     (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, FreshOptimizerCallback)]

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlplugs.checkpoint.truncation import TRUNCATION_FILE
+from rlplugs.builtins.checkpoint.truncation import TRUNCATION_FILE
 from rlplugs.registry import get_registry
 
 
@@ -46,14 +46,14 @@ def _grpo(model_dir, out, generation_kwargs):
 
 
 def test_clipped_share_is_logged_every_step_and_warned_above_threshold(tiny_qwen35, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="rlplugs.checkpoint.truncation"):
+    with caplog.at_level(logging.WARNING, logger="rlplugs.builtins.checkpoint.truncation"):
         monitor = _grpo(tiny_qwen35, tmp_path, None)
     assert monitor.history == [(1, 1.0), (2, 1.0)]
     records = [json.loads(line) for line in (tmp_path / TRUNCATION_FILE).read_text().splitlines()]
     assert records == [{"step": s, "env": "toy-env", "clipped_ratio": 1.0} for s in (1, 2)]
     assert len(monitor.warnings) == 1  # warned on crossing, not on every step above
     assert "truncation[toy-env]: 100.0% of completions were clipped" in monitor.warnings[0]
-    assert [r.message for r in caplog.records if r.name == "rlplugs.checkpoint.truncation"] == monitor.warnings
+    assert [r.message for r in caplog.records if r.name == "rlplugs.builtins.checkpoint.truncation"] == monitor.warnings
 
 
 def test_completions_ending_in_eos_are_not_warned_about(tiny_qwen35, tmp_path):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import rlplugs
-from rlplugs import cli
+from rlplugs.tools import cli
 from rlplugs.registry import Registry
 
 RLPLUGS = shutil.which("rlplugs") or str(__import__("pathlib").Path(sys.executable).with_name("rlplugs"))

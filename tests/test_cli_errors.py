@@ -3,7 +3,7 @@ and says what to do, no traceback, and (for the expensive commands) nothing comp
 
 The console script runs in a subprocess, as a user runs it, where a case needs a fresh process
 (the matrl options, plugin metadata) or shows the whole path (``eval --out``); the other cases call
-``rlplugs.cli.main`` in this process, because every ``rlplugs ckpt``/``eval`` process spends 10-25 s
+``rlplugs.tools.cli.main`` in this process, because every ``rlplugs ckpt``/``eval`` process spends 10-25 s
 importing torch and transformers on a loaded 2-core machine (an exception there fails the test)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rlplugs import cli
+from rlplugs.tools import cli
 
 RLPLUGS = shutil.which("rlplugs") or str(Path(sys.executable).with_name("rlplugs"))
 

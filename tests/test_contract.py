@@ -1,9 +1,9 @@
 """The plugin contract is the only door, and the package has no import cycles.
 
-Environment packages (``env_plugins/*``) and the built-in plugins (``checkpoint``, ``prm``,
-``builtin_rewards``) may import ``rlplugs`` (the root, which re-exports the contract), their own
+Environment packages (``env_plugins/*``) and the built-in plugins (``rlplugs.builtins.*``:
+``checkpoint``, ``prm``, ``rewards``) may import ``rlplugs`` (the root, which re-exports the contract), their own
 modules and third-party libraries, nothing else of rlplugs: a plugin that reaches into
-``rlplugs.cli`` or a test fixture breaks the day the core moves. Read from the source (the AST),
+``rlplugs.tools.cli`` or a test fixture breaks the day the core moves. Read from the source (the AST),
 so every import counts, those inside functions included.
 
 Cycles: a graph of the imports that run when a module is imported (module level, class bodies;
@@ -22,12 +22,7 @@ import rlplugs
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "plugins" / "rlplugs"
 ENV_PLUGINS = ROOT / "env_plugins"
-#: Built-in plugin modules or packages inside rlplugs -> the rlplugs submodule prefix that is "their own".
-BUILTIN_PLUGINS = {
-    CORE / "checkpoint": "rlplugs.checkpoint",
-    CORE / "prm": "rlplugs.prm",
-    CORE / "builtin_rewards.py": "rlplugs.builtin_rewards",
-}
+BUILTINS = CORE / "builtins"  # each module or package in it is one built-in plugin
 
 
 def module_name(path: Path) -> str:
@@ -71,7 +66,9 @@ def plugin_modules() -> list[tuple[Path, str]]:
     """(file, the rlplugs prefix that is the plugin's own, or '' for env packages)."""
     out = [(path, "") for package in sorted(ENV_PLUGINS.iterdir()) if (package / "__init__.py").is_file()
            for path in python_files(package)]  # fmt: skip
-    out += [(path, own) for where, own in BUILTIN_PLUGINS.items() for path in python_files(where)]
+    builtins = [where for where in sorted(BUILTINS.iterdir()) if where.suffix == ".py" and where.stem != "__init__"
+                or (where / "__init__.py").is_file()]  # fmt: skip
+    out += [(path, module_name(where)) for where in builtins for path in python_files(where)]
     return out
 
 

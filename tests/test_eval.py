@@ -1,4 +1,4 @@
-"""Generic evaluation (``rlplugs eval`` / :func:`rlplugs.evaluation.evaluate`) on the test envs."""
+"""Generic evaluation (``rlplugs eval`` / :func:`rlplugs.tools.evaluation.evaluate`) on the test envs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from rlplugs.evaluation import evaluate, evaluate_to_dir, protocol_overrides
+from rlplugs.tools.evaluation import evaluate, evaluate_to_dir, protocol_overrides
 from rlplugs.registry import make_env
 from test_cli import RLPLUGS
 
@@ -85,28 +85,32 @@ def test_episode_stopped_by_an_error_is_unscored_in_every_component_with_its_rea
         assert record["episode"]["stopped"] == reason
 
 
-def test_a_custom_scorer_never_scores_a_stopped_episode_and_a_failing_one_falls_back_per_component():
-    """An env's batch ``scorer`` that would score anything "as it stands" (0.0) is never handed a
-    stopped episode; a scorer that raises leaves its samples to the per-component path."""
-    from rlplugs import Score
+def test_a_batch_scorer_never_scores_a_stopped_episode_and_a_failing_one_leaves_its_components_unscored():
+    """Components sharing one batch function (``RewardComponent.from_batch``) are computed by one
+    call per batch that would score anything "as it stands" (0.0): it is never handed a stopped
+    episode. When it raises, its components are unscored with the reason; the others still count."""
+    from rlplugs import RewardComponent, Score
 
     seen: list[int] = []
 
     async def as_it_stands(samples):
         seen.append(len(samples))
-        return [{"digits": Score(0.0)} for _ in samples]
+        return [{"digits": Score(0.0), "final_len": 1.0} for _ in samples]
 
     async def broken(samples):
         raise RuntimeError("scorer down")
 
     spec = make_env("count-test", {"fail_starts": [101]})
-    result = evaluate(dataclasses.replace(spec, scorer=as_it_stands), "validation", spec.reference_policy)
-    assert seen == [6]  # 4 rows x 2 samples, less the faulty row's two
+    batch = RewardComponent.from_batch(as_it_stands, [("digits", 1.0, ""), ("final_len", 0.2, "")])
+    result = evaluate(dataclasses.replace(spec, components=batch), "validation", spec.reference_policy)
+    assert seen == [6]  # one call: 4 rows x 2 samples, less the faulty row's two
     faulty = [r for r in result["samples"] if r["group"] == 1]
     assert all(r["scores"] == {"digits": None, "final_len": None} for r in faulty)
-    assert result["components"] == {"digits": 0.0, "final_len": 1.0}  # the scorer's own values elsewhere
-    result = evaluate(dataclasses.replace(spec, scorer=broken), "validation", spec.reference_policy)
-    assert result["components"] == {"digits": 1.0, "final_len": 1.0} and result["counts"]["unscored_samples"] == 2
+    assert result["components"] == {"digits": 0.0, "final_len": 1.0}
+    mixed = [*RewardComponent.from_batch(broken, [("digits", 1.0, "")]), spec.components[1]]
+    result = evaluate(dataclasses.replace(spec, components=mixed), "validation", spec.reference_policy)
+    assert result["components"] == {"digits": None, "final_len": 1.0}
+    assert {r["unscored_reasons"]["digits"] for r in result["samples"] if r["group"] != 1} == {"RuntimeError: scorer down"}
 
 
 def test_guidance_plays_each_episode():

@@ -124,7 +124,7 @@ def test_preflight_computes_both_components_on_real_reference_programs(spec):
 
 
 def test_trl_reward_functions_give_the_same_values_as_spec_score(spec):
-    from rlplugs.trl.rewards import EnvRewardFunctions
+    from rlplugs.adapters.trl.rewards import EnvRewardFunctions
 
     ds = spec.dataset("holdout")
     texts = [

@@ -42,7 +42,7 @@ def test_blueprint_string_round_trips_to_the_same_entities():
 
 
 def test_reference_eval_on_holdout_writes_report_pictures_and_blueprints(spec, tmp_path):
-    from rlplugs.evaluation import evaluate_to_dir
+    from rlplugs.tools.evaluation import evaluate_to_dir
 
     spec = make_env("factorio-build", {"workers": 2})  # the card's protocol: 16 rows x 4 samples
     report, out = evaluate_to_dir(spec, ["holdout"], spec.reference_policy, tmp_path, policy_name="reference", render=1)

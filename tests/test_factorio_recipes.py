@@ -10,7 +10,7 @@ from pathlib import Path
 
 from factorio_build import reference
 from rlplugs.qwen35 import QWEN35_LORA_TARGETS
-from rlplugs.trl.arguments import make_grpo_parser, make_sft_parser, parse_with_env_defaults
+from rlplugs.adapters.trl.arguments import make_grpo_parser, make_sft_parser, parse_with_env_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ def test_verifiers_rollouts_score_real_programs_like_the_envspec(tmp_path, monke
     from verifiers.v1.cli.eval.runner import run_eval
     from verifiers.v1.configs.cli.eval import EvalConfig
 
-    from rlplugs.policy_server import serve_policy
+    from rlplugs.tools.policy_server import serve_policy
 
     monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
     env = {"taskset": {"id": "factorio-build", "split": "holdout", "eval_rows": 2, "rows": 1, "workers": 1},

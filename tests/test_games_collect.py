@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("gguf")
 
-from rlplugs.cli import main  # noqa: E402
+from rlplugs.tools.cli import main  # noqa: E402
 
 from clembench_games.scoring import clem_table  # noqa: E402
 from clembench_games.transcripts import load_records  # noqa: E402
@@ -28,7 +28,7 @@ RLPLUGS = str(Path(sys.executable).with_name("rlplugs"))
 
 @pytest.fixture(scope="module")
 def smollm2() -> Path:
-    from rlplugs.smollm2 import smollm2_dir
+    from rlplugs.testing.smollm2 import smollm2_dir
 
     return smollm2_dir()
 

@@ -94,7 +94,7 @@ def test_transcripts_round_trip_as_json_with_an_html_page_each_and_an_index(spec
 
 
 def test_games_cli_rejects_unknown_games_and_missing_runs_with_exit_code_2(tmp_path, capsys):
-    from rlplugs.cli import main
+    from rlplugs.tools.cli import main
 
     assert main(["games", "collect", "--model", str(tmp_path), "--games", "wordel", "--out", str(tmp_path / "o")]) == 2
     assert "did you mean 'wordle'" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from verifiers.v1.cli.eval.runner import run_eval  # noqa: E402
 from verifiers.v1.configs.cli.eval import EvalConfig  # noqa: E402
 from verifiers.v1.utils import loaders  # noqa: E402
 
-from rlplugs.policy_server import serve_policy  # noqa: E402
+from rlplugs.tools.policy_server import serve_policy  # noqa: E402
 
 from clembench_games.reference import reference_policy  # noqa: E402
 

@@ -86,7 +86,7 @@ def test_misnamed_env_recommendation_stops_the_launch_naming_it(tmp_path, tiny_q
 
 def test_shipped_envs_recommend_only_trl_options():
     from rlplugs.registry import make_env
-    from rlplugs.trl.arguments import check_recommendations
+    from rlplugs.adapters.trl.arguments import check_recommendations
 
     for name in ("factorio-build", "matrl", "clembench-games"):
         check_recommendations(make_env(name))  # raises naming any option TRL lacks

@@ -16,7 +16,7 @@ from matrl.policy import ReplayPolicy
 from matrl.structures import structure_to_json
 from matrl.toolcalls import format_call
 from rlplugs.episode import play
-from rlplugs.trl.rewards import EnvRewardFunctions
+from rlplugs.adapters.trl.rewards import EnvRewardFunctions
 
 NACL = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.69), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]]).get_primitive_structure()
 OVERLAP = Structure(Lattice.cubic(4.0), ["Na", "Cl"], [[0, 0, 0], [0.03, 0, 0]])
@@ -53,7 +53,7 @@ def test_verifiers_env_plays_sibling_attempts_scored_as_a_group(tmp_path, monkey
     from verifiers.v1.configs.cli.eval import EvalConfig
     from verifiers.v1.utils import loaders
 
-    from rlplugs.policy_server import serve_policy
+    from rlplugs.tools.policy_server import serve_policy
 
     assert loaders.taskset_class("matrl").__name__ == "MatrlTaskset"
     assert loaders.environment_class("matrl").__name__ == "MatrlEnv"

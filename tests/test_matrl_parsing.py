@@ -8,7 +8,7 @@ from pymatgen.core import Lattice, Structure
 
 from matrl.structures import StructureInputError, parse_structure, structure_key, structure_to_json
 from matrl.toolcalls import format_call, parse_tool_calls
-from rlplugs.tiny_models import qwen35_tokenizer_dir
+from rlplugs.testing.tiny_models import qwen35_tokenizer_dir
 
 NACL_JSON = json.dumps({"lattice": {"a": 5.64, "b": 5.64, "c": 5.64, "alpha": 90, "beta": 90, "gamma": 90},
                         "species": ["Na", "Cl"], "frac_coords": [[0, 0, 0], [0.5, 0.5, 0.5]]})

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from rlplugs.policy_server import serve_policy
+from rlplugs.tools.policy_server import serve_policy
 
 openai = pytest.importorskip("openai")
 

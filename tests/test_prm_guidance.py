@@ -10,10 +10,10 @@ import pytest
 from prm_scripted import ScriptedPolicy
 
 from rlplugs.episode import stop_reason
-from rlplugs.prm.guidance import BeamSearch, BestOfN, GuidedEpisode
-from rlplugs.prm.labels import monte_carlo_labels, save_rows
-from rlplugs.prm.model import PRMScorer, save_prm
-from rlplugs.prm.train import PRMTrainConfig, train_prm
+from rlplugs.builtins.prm.guidance import BeamSearch, BestOfN, GuidedEpisode
+from rlplugs.builtins.prm.labels import monte_carlo_labels, save_rows
+from rlplugs.builtins.prm.model import PRMScorer, save_prm
+from rlplugs.builtins.prm.train import PRMTrainConfig, train_prm
 from rlplugs.registry import UnknownOptionError, make_env, get_registry
 
 DIGITS = {"digits": 1.0}
@@ -124,7 +124,7 @@ def test_an_error_in_one_game_stops_that_game_not_the_search(digit_scorer):
 
 
 def test_guidance_with_the_tiny_model_samples_n_candidates_per_turn(env, digit_scorer, tiny_qwen35):
-    from rlplugs.policies import HFPolicy
+    from rlplugs.tools.policies import HFPolicy
 
     policy = HFPolicy(tiny_qwen35, temperature=0.0, max_new_tokens=4, seed=0)
     played = BestOfN(digit_scorer, n=3, temperature=1.0).play(env.episodes({"start": 9}), policy)
@@ -165,7 +165,7 @@ def test_lora_prm_saves_as_adapter_and_merged_with_the_same_scores(env, rows, tm
 
 
 def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35):
-    from rlplugs.cli import main
+    from rlplugs.tools.cli import main
 
     rows_file = tmp_path / "rows.jsonl"
     assert main(["prm", "label", "--env", "count-test", "--env_args", '{"rows": 2}', "--model", str(tiny_qwen35),
@@ -185,7 +185,7 @@ def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35):
 
 
 def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, capsys):
-    from rlplugs.cli import USAGE_ERROR, main
+    from rlplugs.tools.cli import USAGE_ERROR, main
 
     bad = tmp_path / "rows.jsonl"
     bad.write_text('{"messages": [], "label": 0.5}\n')

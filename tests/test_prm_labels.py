@@ -11,7 +11,7 @@ from prm_scripted import ScriptedPolicy
 from test_cli import RLPLUGS
 
 from rlplugs.episode import guard, play, stop_reason
-from rlplugs.prm.labels import load_rows, monte_carlo_labels, outcome_labels, outcome_value, save_rows
+from rlplugs.builtins.prm.labels import load_rows, monte_carlo_labels, outcome_labels, outcome_value, save_rows
 from rlplugs import play_lockstep
 from rlplugs.registry import make_env
 
@@ -117,7 +117,7 @@ def test_rows_round_trip_and_a_malformed_line_is_named(count_env, tmp_path):
 
 def test_monte_carlo_labels_on_a_clembench_game_with_the_tiny_model(tiny_qwen35):
     pytest.importorskip("clembench_games.plugin")
-    from rlplugs.policies import HFPolicy
+    from rlplugs.tools.policies import HFPolicy
 
     env = make_env("clembench-games", {"games": ["wordle"], "validation_per_experiment": 1})
     row = list(env.dataset("validation"))[0]

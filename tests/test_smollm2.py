@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("gguf")
 transformers = pytest.importorskip("transformers")
 
-from rlplugs.smollm2 import smollm2_dir, smollm2_gguf  # noqa: E402
+from rlplugs.testing.smollm2 import smollm2_dir, smollm2_gguf  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,7 @@ def test_stock_trl_grpo_without_env_runs_trls_own_script(tmp_path, tiny_qwen35, 
     ],
 )
 def test_bad_environment_options_are_errors_with_suggestions(args, message):
-    from rlplugs.trl.launch import split_launch_args
+    from rlplugs.adapters.trl.launch import split_launch_args
 
     with pytest.raises((ValueError, LookupError)) as caught:  # raised in the `trl` process, before launch
         split_launch_args("grpo", ["--env", "letters-test", *args, "--use_cpu", "--bf16", "false"])
@@ -121,7 +121,7 @@ def test_bad_environment_options_are_errors_with_suggestions(args, message):
 
 
 def test_launch_args_split_between_accelerate_and_the_script(tiny_qwen35):
-    from rlplugs.trl.launch import split_launch_args
+    from rlplugs.adapters.trl.launch import split_launch_args
 
     argv = [
         "--env",
@@ -158,7 +158,7 @@ def test_cpu_launches_share_the_cores_unless_the_user_chose(monkeypatch, launch,
     machine's torch threads split between the processes, and leaves any choice of the user's."""
     import torch
 
-    from rlplugs.trl.launch import split_launch_args
+    from rlplugs.adapters.trl.launch import split_launch_args
 
     assert not torch.cuda.is_available()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -192,7 +192,7 @@ def test_startup_hook_leaves_other_trl_versions_untouched(plugin_env):
     code = (
         "import sys, warnings; sys.argv = ['trl']; import trl; trl.__version__ = '1.17.0'\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always'); import rlplugs.trl.startup_hook; import trl.cli.main\n"
+        "    warnings.simplefilter('always'); import rlplugs.adapters.trl.startup_hook; import trl.cli.main\n"
         "m = sys.modules['trl.cli.main']\n"
         "names = {type(c).__name__ for c in m.get_commands()}\n"
         "print(sorted(names), [str(w.message) for w in caught if 'rlplugs' in str(w.message)])\n"
@@ -204,7 +204,7 @@ def test_startup_hook_leaves_other_trl_versions_untouched(plugin_env):
 
 
 def test_env_defaults_apply_only_where_the_user_set_nothing(tmp_path):
-    from rlplugs.trl.arguments import make_grpo_parser, parse_with_env_defaults
+    from rlplugs.adapters.trl.arguments import make_grpo_parser, parse_with_env_defaults
 
     config = Path(__file__).resolve().parents[1] / "configs" / "trl" / "letters-test.yaml"
     (script, train, _, _), spec, *_ = parse_with_env_defaults(make_grpo_parser(), ["--config", str(config)])
@@ -223,7 +223,7 @@ def test_env_defaults_apply_only_where_the_user_set_nothing(tmp_path):
 def test_without_cuda_cpu_float32_is_the_default_and_an_explicit_choice_wins():
     import torch
 
-    from rlplugs.trl.arguments import make_grpo_parser, parse_with_env_defaults
+    from rlplugs.adapters.trl.arguments import make_grpo_parser, parse_with_env_defaults
 
     assert not torch.accelerator.is_available()
     (_, train, _, _), *_ = parse_with_env_defaults(make_grpo_parser(), ["--env", "letters-test"])
@@ -239,8 +239,8 @@ def test_fixups_attach_as_trainer_callbacks(tmp_path):
     from trl import GRPOConfig
 
     from rlplugs.registry import make_env
-    from rlplugs.trl.arguments import EnvArguments
-    from rlplugs.trl.grpo import build_callbacks
+    from rlplugs.adapters.trl.arguments import EnvArguments
+    from rlplugs.adapters.trl.grpo import build_callbacks
 
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none")
     script_args = EnvArguments(fixups=["segments", "bf16-noop-guard"], fixup_args='{"bf16-noop-guard": {"check_steps": 2}}')

@@ -28,8 +28,8 @@ def test_lora_on_qwen35_targets_trains_every_target_and_leaves_vision_alone(tiny
     from trl import GRPOConfig, ModelConfig, get_peft_config
 
     from rlplugs.registry import make_env
-    from rlplugs.trl.rewards import EnvRewardFunctions
-    from rlplugs.trl.trainer import EnvGRPOTrainer
+    from rlplugs.adapters.trl.rewards import EnvRewardFunctions
+    from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
     spec = make_env("letters-test", {"rows": 4})
     rewards = EnvRewardFunctions(spec)

@@ -14,7 +14,7 @@ from transformers import TrainerState
 
 from rlplugs.envspec import EnvSpec
 from rlplugs.rewards import RewardComponent, Sample, Score, Unscorable
-from rlplugs.trl.rewards import EnvRewardFunctions
+from rlplugs.adapters.trl.rewards import EnvRewardFunctions
 
 
 def flaky_judge(sample: Sample) -> float:
@@ -25,17 +25,16 @@ def flaky_judge(sample: Sample) -> float:
     return 1.0
 
 
-def make_spec(scorer=None) -> EnvSpec:
+def make_spec(components: list[RewardComponent] | None = None) -> EnvSpec:
     return EnvSpec(
         name="unit",
         description="unit-test environment",
         datasets={},
-        components=[
+        components=components or [
             RewardComponent("chars", lambda s: float(len(s.completion)), 0.5),
             RewardComponent("judge", flaky_judge, 2.0),
         ],
         preflight_samples=lambda: [],
-        scorer=scorer,
     )
 
 
@@ -79,7 +78,7 @@ def test_one_scoring_call_per_batch_is_shared_by_all_functions():
         calls.append([(s.completion, s.row["row_id"]) for s in samples])
         return [{"chars": Score(float(len(s.completion))), "judge": Score(1.0)} for s in samples]
 
-    rewards = EnvRewardFunctions(make_spec(scorer))
+    rewards = EnvRewardFunctions(make_spec(RewardComponent.from_batch(scorer, [("chars", 0.5, ""), ("judge", 2.0, "")])))
     call_like_trl(rewards.functions, ["a", "bb"], row_id=[7, 8])
     assert calls == [[("a", 7), ("bb", 8)]]  # dataset columns arrive as Sample.row
     call_like_trl(rewards.functions, ["ccc", "d"], row_id=[9, 10])
@@ -88,7 +87,7 @@ def test_one_scoring_call_per_batch_is_shared_by_all_functions():
 
 def test_extra_registered_components_join_the_environment_by_name_and_weight():
     from rlplugs.registry import get_registry
-    from rlplugs.trl.arguments import EnvArguments, env_from_args
+    from rlplugs.adapters.trl.arguments import EnvArguments, env_from_args
 
     args = EnvArguments(environment="letters-test", extra_rewards=["length-penalty:0.1", "think-format"],
                         reward_args='{"length-penalty": {"limit_chars": 4}}')  # fmt: skip
@@ -102,7 +101,7 @@ def test_extra_registered_components_join_the_environment_by_name_and_weight():
 
 
 def test_builtin_think_format_and_length_penalty_score_the_text():
-    from rlplugs.builtin_rewards import LengthPenaltyConfig, ThinkFormatConfig, length_penalty, think_format
+    from rlplugs.builtins.rewards import LengthPenaltyConfig, ThinkFormatConfig, length_penalty, think_format
 
     think = think_format(ThinkFormatConfig()).fn
     cases = {"<think>plan</think>answer": 1.0, "plan</think> answer": 1.0, "just an answer": 0.0,

@@ -9,8 +9,8 @@ import pytest
 from datasets import Dataset
 
 from rlplugs.registry import make_env
-from rlplugs.trl import sft
-from rlplugs.trl.arguments import make_sft_parser
+from rlplugs.adapters.trl import sft
+from rlplugs.adapters.trl.arguments import make_sft_parser
 
 
 def demonstrations() -> Dataset:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlplugs.trl.trainer import zero_spread_rows
+from rlplugs.adapters.trl.trainer import zero_spread_rows
 
 NAN = float("nan")
 
@@ -101,8 +101,8 @@ def _worker(out_dir: str, model_dir: str) -> None:
 
     from rlplugs.envspec import EnvSpec
     from rlplugs.rewards import RewardComponent
-    from rlplugs.trl.rewards import EnvRewardFunctions
-    from rlplugs.trl.trainer import EnvGRPOTrainer
+    from rlplugs.adapters.trl.rewards import EnvRewardFunctions
+    from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
     def members_seen(members):
         """A group component: how many completions of its group it was given (constant per group,

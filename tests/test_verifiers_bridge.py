@@ -3,7 +3,7 @@
 Rollouts run the real verifiers code path: ``run_eval`` (what ``vf-eval`` calls) loads the
 taskset by id, starts the interception server, launches verifiers' own ``null`` chat program as
 a subprocess, and that program talks over HTTP to a loopback OpenAI-compatible server
-(:mod:`rlplugs.policy_server`) answering with a scripted responder.
+(:mod:`rlplugs.tools.policy_server`) answering with a scripted responder.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from verifiers.v1.configs.cli.eval import EvalConfig  # noqa: E402
 from verifiers.v1.utils import loaders  # noqa: E402
 
 import rlplugs  # noqa: E402
-from rlplugs.policy_server import serve_policy  # noqa: E402
+from rlplugs.tools.policy_server import serve_policy  # noqa: E402
 from rlplugs.registry import Registration, get_registry  # noqa: E402
 
 
@@ -155,7 +155,7 @@ def test_group_component_compares_sibling_attempts_in_env_finalize(tmp_path, mon
     (package / "__init__.py").write_text(
         '__all__ = ["SiblingsTestTaskset", "SiblingsTestEnv", "SiblingsTestHarness"]\n\n\n'
         "def __getattr__(name):\n"
-        "    from rlplugs.verifiers_bridge import verifiers_export\n\n"
+        "    from rlplugs.adapters.verifiers import verifiers_export\n\n"
         '    return verifiers_export(__name__, name)\n'
     )
     monkeypatch.syspath_prepend(str(tmp_path / "modules"))
@@ -176,7 +176,7 @@ def test_the_shared_chat_program_script_is_written_once_and_never_rewritten(tmp_
     the runtime's own ``write`` does) lets a starting interpreter read an empty file."""
     from verifiers.v1.runtimes import subprocess as runtimes
 
-    from rlplugs.verifiers_bridge import _ThisInterpreter
+    from rlplugs.adapters.verifiers import _ThisInterpreter
 
     monkeypatch.setattr(runtimes, "CACHE_DIR", tmp_path)
     monkeypatch.setattr(runtimes.SubprocessRuntime, "scripts_dir", str(tmp_path / "scripts"))

@@ -16,7 +16,7 @@ start=$SECONDS
 running() { pgrep -f "benchmarks/factorio_repro.py" > /dev/null; }
 if ! running; then
     bash benchmarks/device/setup.sh || exit 1
-    python3 -c "from rlplugs.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
+    python3 -c "from rlplugs.testing.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
     mkdir -p $repro
     ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
     A=${STAGES_A-base,sft93,grpo93,overhead}; B=${STAGES_B-sft800,grpo800}  # set but empty means none

@@ -51,15 +51,6 @@ def _dataset(config: FactorioBuildConfig, split: str):
     return Dataset.from_list(dataset_rows(config, split))
 
 
-def _component(scorer: ProgramScorer, name: str, weight: float, description: str) -> RewardComponent:
-    """A component usable on its own (one sample at a time); the batch scorer covers both at once."""
-
-    def score_one(sample: Sample):
-        return scorer.score_batch([sample])[0][name]
-
-    return RewardComponent(name, score_one, weight=weight, description=description)
-
-
 def build_env(config: FactorioBuildConfig | None = None) -> EnvSpec:
     config = config or FactorioBuildConfig()
     scorer = ProgramScorer(config)
@@ -76,12 +67,11 @@ def build_env(config: FactorioBuildConfig | None = None) -> EnvSpec:
     return EnvSpec(
         description=f"Write one Python program that solves {config.task} on {config.n_scenes} unseen factory-sim scenes.",
         datasets={split: functools.partial(_dataset, config, split) for split in rows.SPLITS},
-        components=[
-            _component(scorer, "success", 1.0, "fraction of the row's scenes where the build verified"),
-            _component(scorer, "validity", 0.1, "1 sandbox-valid, 0 no code/crash/timeout, -1 refused or killed"),
-        ],
+        components=RewardComponent.from_batch(scorer, [  # one sandbox run per program scores both
+            ("success", 1.0, "fraction of the row's scenes where the build verified"),
+            ("validity", 0.1, "1 sandbox-valid, 0 no code/crash/timeout, -1 refused or killed"),
+        ]),
         preflight_samples=preflight_samples,
-        scorer=scorer,
         eval=EVAL,
         trainer_defaults={"chat_template_kwargs": {"enable_thinking": False}},
         model_defaults={"lora_target_modules": list(QWEN35_LORA_TARGETS), "lora_r": 16, "lora_alpha": 32},

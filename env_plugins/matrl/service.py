@@ -161,7 +161,7 @@ class JudgeReplica:
     (:mod:`matrl.serve_ray`) route every request to :meth:`handle`.
 
     ``batch`` wraps :meth:`run_batch` in the engine's batching (``LocalBatcher`` or
-    ``serve.batch``); ``metrics`` is the engine's :class:`~rlplugs.jsonhttp.ServiceMetrics`.
+    ``serve.batch``); ``metrics`` is the engine's :class:`~rlplugs.tools.jsonhttp.ServiceMetrics`.
     """
 
     def __init__(self, metrics: ServiceMetrics):

@@ -59,7 +59,7 @@ _EXPORTS: dict[str, str] = {
     "Policy": "rlplugs.episode",
     "BatchPolicy": "rlplugs.episode",
     "Guidance": "rlplugs.episode",
-    "HFPolicy": "rlplugs.policies",
+    "HFPolicy": "rlplugs.tools.policies",
     # errors a user can fix (one line, exit code 2 on the CLI) and their suggestions
     "UsageError": "rlplugs.errors",
     "UnknownPluginError": "rlplugs.errors",
@@ -70,11 +70,11 @@ _EXPORTS: dict[str, str] = {
     "closest": "rlplugs.errors",
     "did_you_mean": "rlplugs.errors",
     # tools plugins build their own commands on
-    "run_eval": "rlplugs.eval_command",
-    "verifiers_export": "rlplugs.verifiers_bridge",
-    "UvicornThread": "rlplugs.jsonhttp",
-    "ServiceMetrics": "rlplugs.jsonhttp",
-    "PROMETHEUS_CONTENT_TYPE": "rlplugs.jsonhttp",
+    "run_eval": "rlplugs.tools.eval_command",
+    "verifiers_export": "rlplugs.adapters.verifiers",
+    "UvicornThread": "rlplugs.tools.jsonhttp",
+    "ServiceMetrics": "rlplugs.tools.jsonhttp",
+    "PROMETHEUS_CONTENT_TYPE": "rlplugs.tools.jsonhttp",
     # shared facts
     "cache_root": "rlplugs.cache",
     "QWEN35_LORA_TARGETS": "rlplugs.qwen35",

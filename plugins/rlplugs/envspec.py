@@ -4,13 +4,16 @@ An environment plugin returns an :class:`EnvSpec` from its registered factory. A
 verifiers v1, the eval and SFT commands) read only this object, so an environment never imports a
 trainer and a trainer adapter never names an environment.
 
-Two ways to score:
+Two ways to play, one way to score:
 
-- **single-turn** (``episodes is None``): the dataset's ``prompt`` is sent once; ``scorer`` (or
-  the default per-component scorer) scores each completion;
+- **single-turn** (``episodes is None``): the dataset's ``prompt`` is sent once and the reward
+  components score each completion;
 - **multi-turn** (``episodes`` set): ``episodes(row)`` starts an :class:`~rlplugs.episode.Episode`
   that the adapter plays with the policy; components score the finished episode
   (``Sample.episode``).
+
+Either way the reward is the list of components, scored by :func:`rlplugs.rewards.score_components`
+(per sample, per group, or one call per batch for components that share a batch function).
 
 ``preflight()`` computes every reward component on real samples the environment supplies and
 fails naming each component that cannot compute (and the env option that switches it off, where
@@ -21,20 +24,16 @@ before step 0 instead of training on a constant.
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field
 
 from rlplugs.config import StrictConfig
-from rlplugs.episode import EpisodeFactory, Policy, stop_reason
+from rlplugs.episode import EpisodeFactory, Policy
 from rlplugs.rewards import RewardComponent, Sample, Score, UnscoredLedger, run_sync, score_components
 
-log = logging.getLogger(__name__)
-
-BatchScorer = Callable[[Sequence[Sample]], Awaitable[list[dict[str, Score]]]]
 
 
 class EvalProtocol(StrictConfig):
@@ -69,7 +68,6 @@ class EnvSpec:
     components: list[RewardComponent]
     preflight_samples: Callable[[], list[Sample]]
     name: str = ""
-    scorer: BatchScorer | None = None
     episodes: EpisodeFactory | None = None
     eval: EvalProtocol = field(default_factory=EvalProtocol)
     # What the environment recommends to the TRL adapter, in TRL's option names (the only adapter
@@ -127,32 +125,8 @@ class EnvSpec:
         return replace(self, components=[*self.components, *extra])
 
     async def ascore(self, samples: Sequence[Sample], ledger: UnscoredLedger | None = None) -> list[dict[str, Score]]:
-        """Score samples with every component. A custom ``scorer`` covers the components it
-        returns for the samples whose episode was not stopped (it never sees a stopped one, so it
-        cannot score one "as it stands"); everything else runs per component, where a stopped
-        sample is unscored with its reason. A scorer that raises or miscounts leaves its samples
-        to the per-component path."""
-        own: list[dict[str, Score]] = [{} for _ in samples]
-        live = [i for i, s in enumerate(samples) if stop_reason(s.episode) is None]
-        if self.scorer is not None and live:
-            try:
-                results = await self.scorer([samples[i] for i in live])
-                if len(results) != len(live):
-                    raise ValueError(f"returned {len(results)} results for {len(live)} samples")
-            except Exception as exc:  # noqa: BLE001 - a failed batch is rescored, not lost
-                log.warning("env '%s': its scorer failed (%s: %s); scoring per component", self.name, type(exc).__name__, exc)
-                results = [{} for _ in live]
-            for i, r in zip(live, results):
-                own[i] = dict(r)
-                for n, score in r.items() if ledger is not None else ():
-                    ledger.record(n, score)
-        missing = [i for i, r in enumerate(own) if any(c.name not in r for c in self.components)]
-        rest = [c for c in self.components if any(c.name not in own[i] for i in missing)]
-        if rest:
-            more = await score_components(rest, [samples[i] for i in missing], ledger)
-            for i, m in zip(missing, more):
-                own[i].update({k: v for k, v in m.items() if k not in own[i]})
-        return own
+        """Score samples with every component (a stopped episode's sample is unscored with its reason)."""
+        return await score_components(self.components, samples, ledger)
 
     def score(self, samples: Sequence[Sample], ledger: UnscoredLedger | None = None) -> list[dict[str, Score]]:
         return run_sync(self.ascore(samples, ledger))

@@ -2,7 +2,7 @@
 
 Qwen3.5 mixes Gated DeltaNet (linear attention) and full-attention layers, so a LoRA on the usual
 attention projections alone leaves the DeltaNet layers untrained; the list below covers both
-kinds of layer and the MLP. The tiny test model (:mod:`rlplugs.tiny_models`) has the same module
+kinds of layer and the MLP. The tiny test model (:mod:`rlplugs.testing.tiny_models`) has the same module
 names.
 """
 

@@ -15,6 +15,11 @@ only transient errors are retried.
 samples of one group at once and return one value per sample; the trainer adapters make sure the
 whole group is present even when the trainer spreads it over several processes.
 
+*Batch* components (:meth:`RewardComponent.from_batch`) share one function that scores a whole
+batch for several components at once (a simulator run that yields both success and validity):
+:func:`score_components` calls it once per batch for all of them. This is the only scoring path:
+an environment's reward is its list of components, however they are computed.
+
 A sample whose episode was stopped by an error (:func:`rlplugs.episode.stop_reason`) is not
 scored at all: every component is unscored with that reason, and group components see only the
 group's other members.
@@ -80,13 +85,16 @@ class RetryPolicy(StrictConfig):
 
 RETRYABLE: tuple[type[BaseException], ...] = (TransientError, TimeoutError, ConnectionError)
 
-ComponentFn = Callable[..., float | Awaitable[float] | Sequence[float] | Awaitable[Sequence[float]]]
+ComponentFn = Callable[..., Any]  # sample -> float | Score; samples -> list (group, batch); may be async
+#: A function scoring a batch for several components: ``fn(samples) -> [{component: Score | float}]``.
+BatchFn = Callable[[Sequence["Sample"]], "list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]"]
 
 
 @dataclass
 class RewardComponent:
     """A named, weighted reward term. ``fn(sample) -> float`` (or ``fn(samples) -> list[float]``
-    with ``group=True``); may be ``async``. ``retry`` makes it a remote component."""
+    with ``group=True``, or ``fn(samples) -> [{name: value}]`` for a batch component made with
+    :meth:`from_batch`); may be ``async``. ``retry`` makes it a remote component."""
 
     name: str
     fn: ComponentFn
@@ -94,10 +102,19 @@ class RewardComponent:
     description: str = ""
     group: bool = False
     retry: RetryPolicy | None = None
+    batch: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"reward component name {self.name!r} must be alphanumeric with '_' or '-'")
+        if self.group and self.batch:
+            raise ValueError(f"reward component {self.name!r}: a batch component already sees the whole batch")
+
+    @classmethod
+    def from_batch(cls, fn: BatchFn, components: Sequence[tuple[str, float, str]],
+                   retry: RetryPolicy | None = None) -> list[RewardComponent]:  # fmt: skip
+        """Components ``(name, weight, description)`` all computed by one call of ``fn`` per batch."""
+        return [cls(name, fn, weight, description, retry=retry, batch=True) for name, weight, description in components]
 
     @property
     def is_async(self) -> bool:
@@ -246,15 +263,32 @@ async def score_components(
             for i in indices:
                 results[i][component.name] = Score(None, _as_reason(exc))
 
+    async def batch(members: list[RewardComponent]) -> None:
+        try:
+            rows = await _call(members[0], [samples[i] for i in live], ledger)
+            if len(rows) != len(live):
+                raise ValueError(f"batch scorer returned {len(rows)} results for {len(live)} samples")
+            for i, row in zip(live, rows):
+                for c in members:
+                    results[i][c.name] = _to_score(row[c.name]) if c.name in row else Score(None, f"batch scorer gave no '{c.name}'")
+        except Exception as exc:  # noqa: BLE001
+            for i in live:
+                results[i].update({c.name: Score(None, _as_reason(exc)) for c in members})
+
     jobs: list[Awaitable[None]] = []
+    batches: dict[int, list[RewardComponent]] = defaultdict(list)  # one call per shared batch function
     for component in components:
-        if component.group:
+        if component.batch:
+            batches[id(component.fn)].append(component)
+        elif component.group:
             by_group: dict[Any, list[int]] = defaultdict(list)
             for i in live:
                 by_group[samples[i].group if samples[i].group is not None else ("solo", i)].append(i)
             jobs += [group(component, idx) for idx in by_group.values()]
         else:
             jobs += [one(component, i) for i in live]
+    if live:
+        jobs += [batch(members) for members in batches.values()]
     await asyncio.gather(*jobs)
     if ledger is not None:
         for r in results:

@@ -1,10 +1,10 @@
 """The final export of a TRL/transformers run, written in the dtype it will be served in.
 
-Why: training with fp32 master weights (the safe choice, see :mod:`rlplugs.checkpoint.guards`)
+Why: training with fp32 master weights (the safe choice, see :mod:`rlplugs.builtins.checkpoint.guards`)
 saves fp32 tensors under a ``"dtype": "float32"`` label, and whatever loads the export with
 ``dtype="auto"`` then needs twice the memory. At the end of training this callback saves the
 model (or PEFT adapter) and its tokenizer/processor to ``<output_dir>/<subdir>`` and runs
-:func:`rlplugs.checkpoint.dtype.fix_dtype` on it. Resumable ``checkpoint-N`` folders keep fp32.
+:func:`rlplugs.builtins.checkpoint.dtype.fix_dtype` on it. Resumable ``checkpoint-N`` folders keep fp32.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from rlplugs.checkpoint.dtype import DtypeFixReport, fix_dtype
+from rlplugs.builtins.checkpoint.dtype import DtypeFixReport, fix_dtype
 
 log = logging.getLogger(__name__)
 

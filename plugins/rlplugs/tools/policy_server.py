@@ -1,7 +1,7 @@
 """Serve a :class:`~rlplugs.episode.Policy` as an OpenAI-compatible chat endpoint on loopback.
 
 verifiers (``vf-eval``, prime-rl's env workers) talks to models over HTTP only. To run its real
-rollout machinery offline — on a local HF model (:class:`~rlplugs.policies.HFPolicy`) or a
+rollout machinery offline — on a local HF model (:class:`~rlplugs.tools.policies.HFPolicy`) or a
 scripted responder — this module answers ``POST /v1/chat/completions`` (streamed as SSE or
 whole) with ``policy(messages)``, on FastAPI and uvicorn (the stack of TRL's ``vllm-serve``).
 It binds 127.0.0.1 on a free port, serves from a daemon thread, and stops when its context exits,
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rlplugs.episode import Message, Policy
-from rlplugs.jsonhttp import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, UvicornThread
+from rlplugs.tools.jsonhttp import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, UvicornThread
 
 log = logging.getLogger(__name__)
 

@@ -64,7 +64,7 @@ SUMMARIES = {
 
 def _fix_dtype(cfg: FixDtypeConfig) -> Fixup:
     def make(training_args, env_spec):
-        from rlplugs.checkpoint.export import DtypeExportCallback
+        from rlplugs.builtins.checkpoint.export import DtypeExportCallback
 
         return DtypeExportCallback(cfg.dtype, cfg.subdir)
 
@@ -73,7 +73,7 @@ def _fix_dtype(cfg: FixDtypeConfig) -> Fixup:
 
 def _fresh_optimizer_resume() -> Fixup:
     def make(training_args, env_spec):
-        from rlplugs.checkpoint.resume import FreshOptimizerCallback
+        from rlplugs.builtins.checkpoint.resume import FreshOptimizerCallback
 
         return FreshOptimizerCallback()
 
@@ -88,7 +88,7 @@ def _repair_optimizer() -> Fixup:
 
 def _segments() -> Fixup:
     def make(training_args, env_spec):
-        from rlplugs.checkpoint.segments import SegmentCallback
+        from rlplugs.builtins.checkpoint.segments import SegmentCallback
 
         return SegmentCallback()
 
@@ -97,7 +97,7 @@ def _segments() -> Fixup:
 
 def _noop_guard(cfg: NoOpGuardConfig) -> Fixup:
     def make(training_args, env_spec):
-        from rlplugs.checkpoint.guards import NoOpUpdateGuard
+        from rlplugs.builtins.checkpoint.guards import NoOpUpdateGuard
 
         return NoOpUpdateGuard(cfg.check_steps, cfg.min_changed_fraction, cfg.sample_per_tensor)
 
@@ -106,7 +106,7 @@ def _noop_guard(cfg: NoOpGuardConfig) -> Fixup:
 
 def _truncation_monitor(cfg: TruncationConfig) -> Fixup:
     def make(training_args, env_spec):
-        from rlplugs.checkpoint.truncation import TruncationMonitor
+        from rlplugs.builtins.checkpoint.truncation import TruncationMonitor
 
         return TruncationMonitor(getattr(env_spec, "name", None) or "default", cfg.threshold, cfg.metric)
 
@@ -130,6 +130,6 @@ def rlplugs_register_checkpoint_fixups() -> list[Registration]:
 
 @hookimpl
 def rlplugs_add_cli_commands(subparsers) -> None:
-    from rlplugs.checkpoint.cli import add_ckpt_command
+    from rlplugs.builtins.checkpoint.cli import add_ckpt_command
 
     add_ckpt_command(subparsers)

@@ -3,7 +3,7 @@
 TRL's ``PRMTrainer`` is gone (removed in TRL 1.14), and it labelled every step of one completion
 with token classification; our rows are (context, candidate turn, soft label) instead, so the
 script is the plain TRL shape around transformers' own ``Trainer``: read rows, build the model
-(:func:`rlplugs.prm.model.new_prm`, optionally LoRA), tokenize, train with BCE, save.
+(:func:`rlplugs.builtins.prm.model.new_prm`, optionally LoRA), tokenize, train with BCE, save.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlplugs.prm.labels import load_rows
+from rlplugs.builtins.prm.labels import load_rows
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def train_prm(config: PRMTrainConfig) -> Path:
     import torch
     from transformers import Trainer, TrainingArguments, set_seed
 
-    from rlplugs.prm.model import bce_loss, new_prm, pad_batch, save_prm, tokenize
+    from rlplugs.builtins.prm.model import bce_loss, new_prm, pad_batch, save_prm, tokenize
 
     set_seed(config.seed)
     rows = load_rows(config.data)

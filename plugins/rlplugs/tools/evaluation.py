@@ -14,7 +14,7 @@ across the TRL and prime-rl routes:
 A sample that cannot be scored stays *unscored* with its reason; an episode stopped by an error,
 by a failed search, for never ending, or one that could not start is unscored in every component
 (episodes are started and played guarded, :func:`rlplugs.episode.start_episode`). Means are over scored values only and the unscored
-counts are reported beside them. :func:`evaluate` returns plain dicts that :mod:`rlplugs.report`
+counts are reported beside them. :func:`evaluate` returns plain dicts that :mod:`rlplugs.tools.report`
 writes.
 """
 
@@ -254,8 +254,8 @@ def evaluate_to_dir(
     progress: bool = False,
 ) -> tuple[dict[str, Any], Path]:
     """:func:`evaluate` every split and write ``report.json``, ``report.md``, ``samples.jsonl``
-    and pictures into ``out_dir`` (see :mod:`rlplugs.report`). Returns the report and the dir."""
-    from rlplugs.report import progress_bar, write_report
+    and pictures into ``out_dir`` (see :mod:`rlplugs.tools.report`). Returns the report and the dir."""
+    from rlplugs.tools.report import progress_bar, write_report
 
     protocol = protocol or spec.eval
     results, samples = {}, {}

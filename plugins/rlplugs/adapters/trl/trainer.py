@@ -19,7 +19,7 @@
    prompts, but an episode is started from its whole dataset row; the rows of the batch being
    generated are exposed as :attr:`EnvGRPOTrainer.rollout_rows` for the duration of the call.
 
-Reward functions with a ``bind`` attribute (:class:`rlplugs.trl.rewards.EnvRewardFunctions`) are
+Reward functions with a ``bind`` attribute (:class:`rlplugs.adapters.trl.rewards.EnvRewardFunctions`) are
 bound to the trainer so group components know the process layout.
 """
 

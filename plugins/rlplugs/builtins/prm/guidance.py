@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 class TurnScorer(Protocol):
     """Scores candidate turns in their contexts (higher = more likely to win); a trained
-    :class:`~rlplugs.prm.model.PRMScorer` is one."""
+    :class:`~rlplugs.builtins.prm.model.PRMScorer` is one."""
 
     def score(self, contexts: Sequence[Sequence[Message]], candidates: Sequence[str]) -> list[float]: ...
 

@@ -19,7 +19,7 @@ import logging
 import torch
 from transformers import TrainerCallback
 
-from rlplugs.checkpoint.segments import STOP_REASON_KEY
+from rlplugs.builtins.checkpoint.segments import STOP_REASON_KEY
 
 log = logging.getLogger(__name__)
 

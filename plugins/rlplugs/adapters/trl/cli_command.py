@@ -3,7 +3,7 @@
 A superset of TRL's ``TrainingCommand``: with no environment named it *is* the stock command
 (same parser, same launch, byte-for-byte the same behaviour); with ``--env NAME`` on the command
 line or ``environment:`` in the ``--config`` YAML it launches rlplugs' script through
-:func:`rlplugs.trl.launch.run_training`. ``--help`` shows the superset parser, so ``--env`` is
+:func:`rlplugs.adapters.trl.launch.run_training`. ``--help`` shows the superset parser, so ``--env`` is
 discoverable from ``trl grpo --help``.
 """
 
@@ -24,7 +24,7 @@ def names_environment(argv: list[str]) -> bool:
     is left to the stock command to report."""
     if any(a in ENV_FLAGS or a.startswith(tuple(f + "=" for f in ENV_FLAGS)) for a in argv):
         return True
-    from rlplugs.trl.arguments import LaunchError, names_env_in_env_key, read_config_file
+    from rlplugs.adapters.trl.arguments import LaunchError, names_env_in_env_key, read_config_file
 
     try:
         config = read_config_file(argv) or {}
@@ -39,11 +39,11 @@ class EnvTrainingCommand(TrainingCommand):
     def run(self, args: Namespace, context: CommandContext) -> int:
         argv = context.argv_after(self.name)
         if "-h" in argv or "--help" in argv:
-            from rlplugs.trl.launch import SCRIPTS
+            from rlplugs.adapters.trl.launch import SCRIPTS
 
             SCRIPTS[self.name][1](prog=f"trl {self.name}").parse_args(["--help"])
         if not names_environment(argv):
             return super().run(args, context)
-        from rlplugs.trl.launch import run_training
+        from rlplugs.adapters.trl.launch import run_training
 
         return run_training(self.name, argv, prog=f"trl {self.name}")

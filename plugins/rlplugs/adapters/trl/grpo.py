@@ -3,7 +3,7 @@
 Shaped like TRL's own ``trl/scripts/grpo.py`` (parse dataclasses, build the trainer, train, save)
 and adding only what comes from the EnvSpec: the dataset, one reward function per component with
 its weight, the multi-turn rollout, checkpoint-fixup callbacks and the preflight check. Run through
-accelerate (``python -m rlplugs.trl.grpo`` in each process)::
+accelerate (``python -m rlplugs.adapters.trl.grpo`` in each process)::
 
     rlplugs grpo --env letters-test --model_name_or_path DIR --max_steps 2
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from rlplugs.trl.arguments import EnvGRPOScriptArguments, make_grpo_parser, parse_training_args
+from rlplugs.adapters.trl.arguments import EnvGRPOScriptArguments, make_grpo_parser, parse_training_args
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +45,18 @@ def set_model_init_kwargs(training_args, model_args) -> None:
 
 def build_callbacks(script_args, training_args, spec) -> list:
     """TRL callbacks of the checkpoint fixups named with ``--fixups`` (options: ``--fixup_args``)."""
-    from rlplugs.trl.arguments import fixups
+    from rlplugs.adapters.trl.arguments import fixups
 
     return [fixup.trainer_callback(training_args, spec) for fixup in fixups(script_args)]
 
 
 def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset_args, spec) -> None:
-    """Train; the arguments were checked by :func:`~rlplugs.trl.arguments.parse_training_args`."""
+    """Train; the arguments were checked by :func:`~rlplugs.adapters.trl.arguments.parse_training_args`."""
     from trl import get_peft_config, get_quantization_config
 
-    from rlplugs.trl.rewards import EnvRewardFunctions
-    from rlplugs.trl.rollout import make_episode_rollout
-    from rlplugs.trl.trainer import EnvGRPOTrainer
+    from rlplugs.adapters.trl.rewards import EnvRewardFunctions
+    from rlplugs.adapters.trl.rollout import make_episode_rollout
+    from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
     set_model_init_kwargs(training_args, model_args)
     if not script_args.skip_preflight:  # a reward that never computes must stop the run before step 0

@@ -1,27 +1,27 @@
 """Launch an rlplugs training script through ``accelerate launch``, the way ``trl <command>`` does.
 
 The parent process parses and checks everything a training process would (see
-:func:`rlplugs.trl.arguments.parse_training_args`): options our parser knows (TRL's, ours, a
+:func:`rlplugs.adapters.trl.arguments.parse_training_args`): options our parser knows (TRL's, ours, a
 ``--config`` YAML) go to the training script; everything else (``--num_processes``,
 ``--multi_gpu``, ``--accelerate_config zero3``, ...) goes to accelerate, with
 ``--accelerate_config`` resolved by TRL's own helper, and must be an accelerate option. The script
-runs as a module (``python -m rlplugs.trl.grpo``) in every accelerate process, so its directory
+runs as a module (``python -m rlplugs.adapters.trl.grpo``) in every accelerate process, so its directory
 never shadows top-level modules on ``sys.path``.
 
 A mistake in the input (unknown environment, option or model, malformed YAML, a missing extra,
 ...) is one line on stderr and exit code 2, before accelerate starts any process; so is an
 environment whose ``trainer_defaults`` name an option the TRL trainer lacks (the plugin's bug,
-:func:`~rlplugs.trl.arguments.check_recommendations`).
+:func:`~rlplugs.adapters.trl.arguments.check_recommendations`).
 """
 
 from __future__ import annotations
 
 from rlplugs.errors import UsageError, closest
-from rlplugs.trl.arguments import LaunchError, make_grpo_parser, make_sft_parser, parse_training_args
+from rlplugs.adapters.trl.arguments import LaunchError, make_grpo_parser, make_sft_parser, parse_training_args
 
 SCRIPTS = {
-    "grpo": ("rlplugs.trl.grpo", make_grpo_parser),
-    "sft": ("rlplugs.trl.sft", make_sft_parser),
+    "grpo": ("rlplugs.adapters.trl.grpo", make_grpo_parser),
+    "sft": ("rlplugs.adapters.trl.sft", make_sft_parser),
 }
 
 
@@ -39,7 +39,7 @@ def _without(items: list[str], subsequence: list[str]) -> list[str]:
 
 def split_launch_args(command: str, argv: list[str], prog: str | None = None) -> tuple[list[str], list[str]]:
     """(accelerate launch args, training script args) for ``command``'s ``argv``, after every check
-    of :func:`~rlplugs.trl.arguments.parse_training_args`. Exits on ``--help`` like any argparse program."""
+    of :func:`~rlplugs.adapters.trl.arguments.parse_training_args`. Exits on ``--help`` like any argparse program."""
     from trl.cli.accelerate_config import resolve_accelerate_config_argument
 
     if command not in SCRIPTS:

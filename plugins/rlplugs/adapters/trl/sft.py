@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 
-from rlplugs.trl.arguments import make_sft_parser, parse_training_args
-from rlplugs.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs
+from rlplugs.adapters.trl.arguments import make_sft_parser, parse_training_args
+from rlplugs.adapters.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs
 
 log = logging.getLogger(__name__)
 
 
 def main(script_args, training_args, model_args, dataset_args, spec) -> None:
-    """Train; the arguments were checked by :func:`~rlplugs.trl.arguments.parse_training_args`."""
+    """Train; the arguments were checked by :func:`~rlplugs.adapters.trl.arguments.parse_training_args`."""
     from trl import SFTTrainer, get_peft_config, get_quantization_config
 
     set_model_init_kwargs(training_args, model_args)

@@ -8,7 +8,7 @@ importing it never needs verifiers (installed only with the ``verifiers`` extra)
     __all__ = ["FactorioBuildTaskset", "FactorioBuildHarness"]   # + "FactorioBuildEnv" if multi-turn
 
     def __getattr__(name):  # verifiers classes are built on first use
-        from rlplugs.verifiers_bridge import verifiers_export
+        from rlplugs.adapters.verifiers import verifiers_export
         return verifiers_export("factorio-build", name)
 
 What the classes do:

@@ -168,7 +168,7 @@ def write_report(
     spec: EnvSpec, meta: dict[str, Any], results: dict[str, dict[str, Any]], samples: dict[str, list[Any]], out: Path, render: int = 3
 ) -> dict[str, Any]:
     """Write every artefact of one evaluation into ``out`` (``results`` and ``samples`` by split,
-    from :func:`rlplugs.evaluation.evaluate_samples`); returns the JSON-ready report."""
+    from :func:`rlplugs.tools.evaluation.evaluate_samples`); returns the JSON-ready report."""
     out.mkdir(parents=True, exist_ok=True)
     splits: dict[str, dict[str, Any]] = {}
     with open(out / "samples.jsonl", "w") as fh:

@@ -119,7 +119,7 @@ class EpisodeRollout:
     def run(self, prompts: list[Any]) -> dict[str, list[Any]]:
         rows = self.trainer.rollout_rows
         if rows is None or len(rows) != len(prompts):
-            raise RuntimeError("episode rollouts need the batch rows: train with rlplugs.trl.trainer.EnvGRPOTrainer")
+            raise RuntimeError("episode rollouts need the batch rows: train with rlplugs.adapters.trl.trainer.EnvGRPOTrainer")
         episodes = [start_episode(self.spec.episodes, dict(row)) for row in rows]
         records = [_SeatRecord(seat=row.get("seat") or ep.trained_seats[0]) for row, ep in zip(rows, episodes)]
         for turn in range(self.max_turns + 1):

@@ -141,7 +141,7 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from rlplugs.eval_command import run_eval
+    from rlplugs.tools.eval_command import run_eval
 
     run_eval(
         args.env, args.out, env_args=parse_env_args(args.env_args), split=args.split, model=args.model,
@@ -158,7 +158,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def run_training(command: str, argv: list[str]) -> int:
     """``rlplugs grpo|sft ...``: everything after the command goes to the TRL launcher."""
-    from rlplugs.trl.launch import run_training as launch
+    from rlplugs.adapters.trl.launch import run_training as launch
 
     return launch(command, argv)
 

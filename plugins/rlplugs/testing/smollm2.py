@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from rlplugs.tiny_models import _cached
+from rlplugs.testing.tiny_models import _cached
 
 RECIPE = "smollm2-135m-instruct-v1"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -55,20 +55,20 @@ class BeamConfig(BestOfNConfig):
 def _scorer(config: BestOfNConfig):
     import torch
 
-    from rlplugs.prm.model import PRMScorer
+    from rlplugs.builtins.prm.model import PRMScorer
 
     device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     return PRMScorer(config.prm, device=device, max_length=config.max_length, batch_size=config.batch_size)
 
 
 def build_best_of_n(config: BestOfNConfig):
-    from rlplugs.prm.guidance import BestOfN
+    from rlplugs.builtins.prm.guidance import BestOfN
 
     return BestOfN(_scorer(config), n=config.n, temperature=config.temperature)
 
 
 def build_beam(config: BeamConfig):
-    from rlplugs.prm.guidance import BeamSearch
+    from rlplugs.builtins.prm.guidance import BeamSearch
 
     return BeamSearch(_scorer(config), beam_width=config.beam_width, n=config.n, iterations=config.iterations,
                       temperature=config.temperature)  # fmt: skip
@@ -100,8 +100,8 @@ def _add_dataclass_arguments(parser: argparse.ArgumentParser, config_cls: type) 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from rlplugs import UsageError
-    from rlplugs.prm.labels import load_rows
-    from rlplugs.prm.train import PRMTrainConfig, train_prm
+    from rlplugs.builtins.prm.labels import load_rows
+    from rlplugs.builtins.prm.train import PRMTrainConfig, train_prm
 
     try:  # bad input is a one-line usage error, before any model is loaded
         load_rows(args.data)
@@ -119,7 +119,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from rlplugs import HFPolicy, UsageError, make_env, parse_json_options, play_lockstep, start_episode
-    from rlplugs.prm.labels import monte_carlo_labels, outcome_labels, save_rows
+    from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
 
     spec = make_env(args.env, parse_json_options(args.env_args, "--env_args"))
     if not spec.multi_turn:
@@ -157,7 +157,7 @@ def cmd_label(args: argparse.Namespace) -> int:
 
 @rlplugs.hookimpl
 def rlplugs_add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
-    from rlplugs.prm.train import PRMTrainConfig
+    from rlplugs.builtins.prm.train import PRMTrainConfig
 
     prm = subparsers.add_parser("prm", help="process reward models: label rollouts, train a PRM")
     sub = prm.add_subparsers(dest="prm_command", metavar="PRM_COMMAND", required=True)

@@ -16,7 +16,7 @@ import argparse
 from rich.console import Console
 from rich.markup import escape
 
-from rlplugs.checkpoint.dtype import TARGET_DTYPES
+from rlplugs.builtins.checkpoint.dtype import TARGET_DTYPES
 
 
 def _console(err: bool = False) -> Console:
@@ -29,7 +29,7 @@ def _fail(exc: Exception) -> int:
 
 
 def cmd_fix_dtype(args: argparse.Namespace) -> int:
-    from rlplugs.checkpoint.dtype import CheckpointError, fix_dtype
+    from rlplugs.builtins.checkpoint.dtype import CheckpointError, fix_dtype
 
     try:
         report = fix_dtype(args.dir, args.dtype)
@@ -48,7 +48,7 @@ def cmd_fix_dtype(args: argparse.Namespace) -> int:
 
 
 def cmd_repair_optimizer(args: argparse.Namespace) -> int:
-    from rlplugs.checkpoint.dcp_repair import RepairError, repair_optimizer_state
+    from rlplugs.builtins.checkpoint.dcp_repair import RepairError, repair_optimizer_state
 
     try:
         report = repair_optimizer_state(args.step_dir, args.model_prefix, args.optimizer_prefix)
@@ -66,7 +66,7 @@ def cmd_repair_optimizer(args: argparse.Namespace) -> int:
 
 
 def cmd_strip_optimizer(args: argparse.Namespace) -> int:
-    from rlplugs.checkpoint.resume import ResumeError, strip_optimizer
+    from rlplugs.builtins.checkpoint.resume import ResumeError, strip_optimizer
 
     try:
         out_dir = strip_optimizer(args.checkpoint, args.out)
@@ -83,7 +83,7 @@ def cmd_strip_optimizer(args: argparse.Namespace) -> int:
 def cmd_segments(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rlplugs.checkpoint.segments import SegmentLog
+    from rlplugs.builtins.checkpoint.segments import SegmentLog
 
     try:
         if args.begin is not None and args.end is not None and args.begin > args.end:

@@ -2,9 +2,10 @@
 
 TRL logs ``rewards/<function name>/mean`` per reward function and weights them with
 ``GRPOConfig.reward_weights``, so each component becomes its own function named after it. The
-environment, though, may score a batch in one call (a simulator run scores every component at
-once), so all functions share one scoring call per batch: the first function TRL calls scores the
-batch through :meth:`EnvSpec.ascore` and caches the result; the others read from the cache.
+environment, though, may score a batch in one call (a simulator run scores several components at
+once: ``RewardComponent.from_batch``), so all functions share one scoring call per batch: the first
+function TRL calls scores the batch with :func:`rlplugs.rewards.score_components` and caches the
+result; the others read from the cache.
 
 Unscored values (``Score(None, reason)``) are returned as ``None``, which TRL turns into NaN and
 excludes; their share is logged as ``unscored/<component>`` and the reasons go to the completions
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import replace
 from typing import Any
 
 from rlplugs.envspec import EnvSpec
@@ -48,7 +48,7 @@ def completion_text(completion: Any) -> str:
 class EnvRewardFunctions:
     """One TRL reward function per component of ``spec``, sharing one scoring call per batch.
 
-    ``bind(trainer)`` (done by :class:`rlplugs.trl.trainer.EnvGRPOTrainer`) tells the functions
+    ``bind(trainer)`` (done by :class:`rlplugs.adapters.trl.trainer.EnvGRPOTrainer`) tells the functions
     the process layout and group size; unbound, they score as a single process.
     """
 
@@ -124,7 +124,7 @@ class EnvRewardFunctions:
         local = [c for c in self.spec.components if not c.group]
         results: list[dict[str, Score]] = [{} for _ in samples]
         if local:
-            results = run_sync(replace(self.spec, components=local).ascore(samples, self.ledger))
+            results = run_sync(score_components(local, samples, self.ledger))
         if group_components:
             for mine, scored in zip(results, self._score_groups(group_components, samples)):
                 mine.update(scored)

@@ -1,7 +1,7 @@
 """``rlplugs eval`` as a function: check the inputs, build env, policy and guidance, evaluate,
 write the report, print one line per split.
 
-Why apart from :mod:`rlplugs.cli`: plugin commands that are an evaluation with their own options
+Why apart from :mod:`rlplugs.tools.cli`: plugin commands that are an evaluation with their own options
 (``rlplugs matrl sun-eval``) call :func:`run_eval` with keywords instead of rebuilding the core
 command's ``argparse.Namespace`` flag by flag. Every check runs before a model loads; what the
 user can fix is a :class:`~rlplugs.errors.UsageError`.
@@ -72,7 +72,7 @@ def run_eval(
 ) -> Path:
     """Evaluate ``model`` (a model directory) or ``policy="reference"`` on env ``env`` and write the
     report into ``out``; ``None`` means the env protocol's own value. Returns the report directory."""
-    from rlplugs.evaluation import evaluate_to_dir, protocol_overrides
+    from rlplugs.tools.evaluation import evaluate_to_dir, protocol_overrides
 
     spec = make_env(env, env_args)
     try:
@@ -108,7 +108,7 @@ def run_eval(
             raise UsageError(f"env '{spec.name}' has no reference policy; pass --model PATH")
         player, policy_name = spec.reference_policy, "reference"
     elif model:
-        from rlplugs.policies import HFPolicy
+        from rlplugs.tools.policies import HFPolicy
 
         try:
             player = HFPolicy(

@@ -8,7 +8,7 @@ site-packages; Python runs it in every interpreter, so it is kept to a cheap che
 
 This module imports nothing heavy. It adds a one-shot import hook that, once ``trl.cli.main`` has
 been executed, wraps its ``get_commands`` (read at call time by ``main()``) so that the ``grpo``
-and ``sft`` commands become :class:`rlplugs.trl.cli_command.EnvTrainingCommand`: without
+and ``sft`` commands become :class:`rlplugs.adapters.trl.cli_command.EnvTrainingCommand`: without
 ``--env``/``environment:`` they run TRL's own command unchanged; with it they launch rlplugs'
 script. Only TRL versions in :data:`TESTED_TRL` are touched; any other version, or any failure
 here, leaves ``trl`` exactly as shipped (with one warning).
@@ -53,7 +53,7 @@ def patch_cli(main_module) -> bool:
     stock_get_commands = main_module.get_commands
 
     def get_commands():
-        from rlplugs.trl.cli_command import EnvTrainingCommand
+        from rlplugs.adapters.trl.cli_command import EnvTrainingCommand
 
         return [EnvTrainingCommand(c.name) if c.name in PATCHED_COMMANDS else c for c in stock_get_commands()]
 
