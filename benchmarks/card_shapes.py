@@ -336,16 +336,11 @@ STAGES = {
 
 
 def device_command(argv: list[str]) -> str:
-    """The ``card_shapes.sh`` call that ran a stage: its arguments less the two the script adds."""
-    args, skip = [], False
-    for arg in argv:
-        if arg in ("--out", "--gpu_site"):
-            skip = True
-        elif not skip:
-            args.append(arg)
-        else:
-            skip = False
-    return " ".join(["bash benchmarks/device/card_shapes.sh", *args])
+    """The ``card_shapes.sh`` call that ran a stage, from the arguments the script passed on
+    (``--out`` is its ``WORK``, ``--gpu_site`` its own)."""
+    work = argv[argv.index("--out") + 1]
+    added = {i + k for i, arg in enumerate(argv) if arg in ("--out", "--gpu_site") for k in (0, 1)}
+    return " ".join([f"WORK={work} bash benchmarks/device/card_shapes.sh", *(a for i, a in enumerate(argv) if i not in added)])
 
 
 def collect(a) -> None:
