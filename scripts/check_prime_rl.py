@@ -98,8 +98,10 @@ def versions(src: Path) -> dict[str, Any]:
                      "version": importlib.metadata.version("prime-rl")},
         "verifiers": {"version": importlib.metadata.version("verifiers"),
                       "pinned_submodule_commit": pinned.split()[2] if pinned else None,
-                      "module": str(Path(verifiers.__file__).parent)},
+                      # the commit of the verifiers checkout in use (None for a wheel, e.g. PyPI 0.4.0)
+                      "installed_commit": git(Path(verifiers.__file__).parent, "rev-parse", "HEAD")},
         "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, no GPU used",
     }
 
 
@@ -190,9 +192,8 @@ def reload_env_configs(configs: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def env_server(config_path: Path, address: str, log: Path):
-    """prime-rl's ``env-server`` entry point on a written config, at ``address``."""
-    command = [str(Path(sys.executable).with_name("env-server")), "@", str(config_path), "--serve.address", address]
+def background(command: list[str], log: Path):
+    """A process for the duration of the ``with`` block, its output in ``log``."""
     with open(log, "w") as f:
         process = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT)
     try:
@@ -205,21 +206,19 @@ def env_server(config_path: Path, address: str, log: Path):
             process.kill()
 
 
+def env_server(config_path: Path, address: str, log: Path):
+    """prime-rl's ``env-server`` entry point on a written config, at ``address``."""
+    command = [str(Path(sys.executable).with_name("env-server")), "@", str(config_path), "--serve.address", address]
+    return background(command, log)
+
+
 @contextlib.contextmanager
 def matrl_judges(log: Path):
     """``rlplugs matrl serve-judges`` on CPU at a free port (the TOML's judge_url is replaced)."""
     port = free_port()
     command = [str(Path(sys.executable).with_name("rlplugs")), "matrl", "serve-judges", "--device", "cpu", "--port", str(port)]
-    with open(log, "w") as f:
-        process = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT)
-    try:
+    with background(command, log):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 async def play(source: Any, address: str, base_url: str, episodes: int) -> dict[str, Any]:
@@ -278,7 +277,9 @@ def rollouts(config: Any, configs: Path, work: Path, episodes: int) -> dict[str,
                 report = asyncio.run(play(checked, address, server.base_url, episodes))
             except Exception as exc:  # noqa: BLE001 - the report says what failed
                 report = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
-            report["check_overrides"] = {k: v for k, v in overrides.items()} or None
+            if "judge_url" in overrides.get("env", {}).get("taskset", {}):  # a free port: say what it was
+                overrides["env"]["taskset"]["judge_url"] = "rlplugs matrl serve-judges --device cpu"
+            report["check_overrides"] = overrides or None
             report["model_requests"] = server.requests
         out[name] = report
     return out
