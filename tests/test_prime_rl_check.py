@@ -64,6 +64,19 @@ def test_every_toml_states_what_prime_rl_needs_to_train_and_resume():
     assert all(len(g) == 1 for g in trained) and len({g[0] for g in trained}) == 6  # one source per game
 
 
+def test_verifiers_extra_keeps_prime_rls_verifiers_and_installs_a_release_fresh():
+    """The ``verifiers`` extra accepts the submodule prime-rl pins (installed: pip and uv accept a
+    satisfying pre-release that is already there) and 0.4.x, and a fresh install resolves to a
+    release, not a dev build (PyPI has 0.4.1.dev86)."""
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["verifiers"]
+    (spec,) = [Requirement(r).specifier for r in extra if Requirement(r).name == "verifiers"]
+    assert spec.contains("0.3.1.dev62", prereleases=True)  # prime-rl 559b447's deps/verifiers (a60a606)
+    on_pypi = ["0.1.14", "0.3.0", "0.3.1", "0.4.0", "0.4.1.dev86", "0.5.0"]
+    assert list(spec.filter(on_pypi)) == ["0.3.1", "0.4.0"]  # what a resolver picks from: releases only
+
+
 def run_check(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "RLPLUGS_CHECK_PRIME_RL_REEXEC"}
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, **kwargs)
