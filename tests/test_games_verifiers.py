@@ -37,3 +37,25 @@ def test_self_play_taboo_episode_trains_both_seats_and_is_scored(tmp_path, monke
         assert trace.rewards["main_score"].score == 1.0 and trace.rewards["success"].score == 1.0
     replies = sorted(t.last_reply for t in episode.traces)
     assert replies[0].startswith("CLUE: my word spelled backwards") and replies[1].startswith("GUESS: ")
+
+
+def play(tmp_path, monkeypatch, taskset: dict, limit: int):
+    monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
+    env = {"taskset": {"id": "clembench-games", "split": "validation", **taskset}, "agent": {"runtime": {"type": "subprocess"}}}
+    with serve_policy(reference_policy, idle_timeout_s=120) as server:
+        config = EvalConfig(env=env, model="reference", client={"base_url": server.base_url, "api_key_var": "RLPLUGS_TEST_KEY"},
+                            num_rollouts=1, push=False, rich=None, output_dir=tmp_path, select={"limit": limit})
+        return asyncio.run(run_eval(config))
+
+
+def test_each_seat_names_its_trace_so_prime_rl_rae_keeps_one_baseline_per_role(tmp_path, monkeypatch):
+    """prime-rl's RAE keys its baselines by ``trace.agent.name``; the one ``agent`` plays every
+    trained seat, so the bridge names each seat's trace after the seat (before: all ``agent``)."""
+    (episode,) = play(tmp_path / "self-play", monkeypatch, {"games": ["taboo"]}, limit=1)
+    assert episode.ok, episode.errors
+    assert sorted(t.agent.name for t in episode.traces) == ["describer", "guesser"]
+    assert all(t.agent.trainable for t in episode.traces)
+    # one trained seat per row, the scripted partner on the other: still named by the seat
+    episodes = play(tmp_path / "single", monkeypatch, {"games": ["taboo"], "seats": "single"}, limit=2)
+    names = sorted(t.agent.name for e in episodes for t in e.traces)
+    assert names == ["describer", "guesser"], names

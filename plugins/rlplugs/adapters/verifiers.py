@@ -23,7 +23,9 @@ What the classes do:
   :meth:`EnvSpec.ascore <rlplugs.envspec.EnvSpec.ascore>`.
 - **Env** (``<Name>Env``): multi-turn envs, and single-turn envs with group components. Seats
   are agents: ``agent`` plays every trained seat (self-play when all seats are trained),
-  ``opponent`` the others (its traces are not trainable). ``n`` sibling attempts per episode
+  ``opponent`` the others (its traces are not trainable). Each seat's trace is named after the
+  seat (``trace.agent.name``, what prime-rl's RAE keys its baselines by), except the one
+  ``player`` seat of single-agent envs, which keeps the agent's name. ``n`` sibling attempts per episode
   (BestOfN-style) let group components (diversity, ...) compare siblings; with prime-rl's
   ``group_size = 1`` the siblings are the GRPO group.
 - **Harness** (``<Name>Harness``): verifiers' ``null`` chat loop, started with this Python when
@@ -251,6 +253,27 @@ def taskset_class(env_name: str) -> type[vf.Taskset]:
 
 # --- env ------------------------------------------------------------------------------------
 
+#: The Episode protocol's one seat of a single-agent env: its trace keeps the agent's name.
+SINGLE_SEAT = "player"
+
+
+def _seat_name(seat: str):
+    """``on_trace`` hook naming a seat's trace after the seat (``trace.agent.name``).
+
+    prime-rl keys its per-role baselines (``algo.type = "rae"``) and its per-agent metrics by
+    ``trace.agent.name``, which verifiers stamps with the agent's config field. Every trained
+    seat is played by the one ``agent``, so without this all seats of all games shared one
+    baseline. verifiers re-stamps a trace it re-mints on a retry and then calls this hook
+    again, so the name holds for the trace that joins the episode."""
+    if seat == SINGLE_SEAT:
+        return None
+
+    def name(trace: vf.Trace) -> None:
+        if trace.agent is not None:
+            trace.agent.name = seat
+
+    return name
+
 
 class EpisodeEnv(vf.Env):
     """Plays an rlplugs env's episodes with verifiers agents as seats (see module doc)."""
@@ -299,7 +322,8 @@ class EpisodeEnv(vf.Env):
                     agent = agents.agent if seat in episode.trained_seats else agents.opponent
                     seat_task = copy.copy(task)  # the seat's own opening, validated as task data
                     seat_task.data = task.data.model_validate({**task.data.model_dump(), "prompt": prompt, "system_prompt": system})
-                    interactions[seat] = await stack.enter_async_context(agent.interaction(seat_task))
+                    interactions[seat] = await stack.enter_async_context(
+                        agent.interaction(seat_task, on_trace=_seat_name(seat)))
                     segment = await interactions[seat].turn()
                 else:
                     new = [m for m in observation[seen[seat]:] if m.get("role") != "system"]
