@@ -61,6 +61,17 @@ def test_clemscore_is_average_played_times_average_quality_as_computed_by_hand()
     assert table["clemscore"] == pytest.approx(125 / 3 / 100 * 35)  # 14.5833...
 
 
+def test_clemscore_is_undefined_not_zero_when_no_episode_was_played(tmp_path):
+    """clem eval leaves the clemscore blank (NaN) when nothing was played; 0.0 would read as a
+    played-and-lost run. The run's index page shows it as n/a."""
+    from clembench_games.transcripts import write_index
+
+    records = [_rec("taboo", True, None), _rec("wordle", True, None)]
+    table = clem_table(records)
+    assert table["% Played"] == 0.0 and math.isnan(table["Quality"]) and math.isnan(table["clemscore"])
+    assert "<b>clemscore n/a</b>" in write_index(tmp_path, records).read_text()
+
+
 def test_clemscore_of_the_scripted_runs_matches_the_hand_formula(perfect, random_play):
     for records in (perfect, random_play):
         games = sorted({r["game"] for r in records})

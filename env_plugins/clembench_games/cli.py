@@ -137,9 +137,12 @@ def _cmd_clem(args: argparse.Namespace) -> int:
 
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                       batch_size=1, seed=args.seed)
-    records = run_games(Path(args.checkout), args.games, policy, Path(args.out), model_name=Path(args.model).name,
-                        limit=args.limit)
-    _print_table(clem_table(records))
+    run = run_games(Path(args.checkout), args.games, policy, Path(args.out), model_name=Path(args.model).name,
+                    limit=args.limit)
+    err = Console(stderr=True)
+    for game, game_id, why in run.failures:  # clemcore logs only to clembench.log
+        err.print(f"warning: {game} instance {game_id} failed and was skipped: {why}", markup=False)
+    _print_table(clem_table(run.records))
     return 0
 
 
