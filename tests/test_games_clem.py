@@ -226,3 +226,14 @@ def test_unknown_game_and_a_used_out_directory_are_refused_before_playing(checko
     with pytest.raises(UsageError, match="not empty .* pass a new --out"):
         run_games(checkout, ["relay"], policy, tmp_path / "run")
     assert sorted(p.read_text() for p in (tmp_path / "run").rglob("*.json")) == saved and len(first) == 3
+
+
+def test_a_game_whose_code_does_not_load_is_one_clear_error(checkout, tmp_path):
+    """clembench's taboo fails at import without NLTK's stopwords (a LookupError whose message
+    starts with a line of stars); the user gets its first real line and what to do."""
+    broken = checkout / "broken"
+    broken.mkdir()
+    (broken / "clemgame.json").write_text(json.dumps(_spec("broken")))
+    (broken / "master.py").write_text('raise LookupError("\\n*****\\n  Resource stopwords not found.\\n  Please use ...")\n')
+    with pytest.raises(UsageError, match=r"game 'broken' did not load .*: LookupError: Resource stopwords not found.; install"):
+        run_games(checkout, ["broken"], policy, tmp_path / "run")

@@ -107,7 +107,12 @@ def load_game(checkout: Path, game: str) -> GameBenchmark:
     if game not in specs:
         known = ", ".join(sorted(specs)) or "none: is it a clembench checkout?"
         raise UsageError(f"no game '{game}' in {checkout} (games there: {known})")
-    return GameBenchmark.load_from_spec(specs[game])
+    try:
+        return GameBenchmark.load_from_spec(specs[game])
+    except Exception as exc:  # noqa: BLE001 - the game's own code: a missing package or data (NLTK's stopwords for taboo)
+        why = next((line.strip(" *") for line in str(exc).splitlines() if line.strip(" *")), "")
+        raise UsageError(f"game '{game}' did not load from {specs[game].game_path}: {type(exc).__name__}: {why}; "
+                         "install what the checkout's requirements.txt and the game's README ask for") from exc
 
 
 def play_instance(bench: GameBenchmark, row: dict, model: PolicyModel, callbacks=None) -> dict[str, Any]:
