@@ -1,7 +1,7 @@
 """Play the games of a user's own clembench checkout through clemcore, with an rlplugs policy as
 the clemcore model, scored by each game's own scorer.
 
-Why a separate route: rlplugs may not copy clembench's games, and clemcore 3.7.2 (anthropic<1)
+Why a separate route: rlplugs may not copy clembench's games, and clemcore 3.7 (anthropic<1)
 cannot share an environment with verifiers 0.4.0 (anthropic>=1). So this module is only imported
 where the ``clem`` extra is installed (its own venv, see the README), never by the plugin.
 
