@@ -237,3 +237,22 @@ def test_a_game_whose_code_does_not_load_is_one_clear_error(checkout, tmp_path):
     (broken / "master.py").write_text('raise LookupError("\\n*****\\n  Resource stopwords not found.\\n  Please use ...")\n')
     with pytest.raises(UsageError, match=r"game 'broken' did not load .*: LookupError: Resource stopwords not found.; install"):
         run_games(checkout, ["broken"], policy, tmp_path / "run")
+
+
+def test_the_clem_command_refuses_an_unknown_game_and_a_used_out_in_one_line_before_loading_a_model(checkout, tmp_path):
+    import subprocess
+    import sys
+
+    def clem(*games, out):
+        cmd = [sys.executable, "-m", "rlplugs.tools.cli", "games", "clem", "--checkout", str(checkout),
+               "--model", str(tmp_path / "no-model"), "--games", *games, "--out", str(out)]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+    done = clem("relay", "wordle", out=tmp_path / "new")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "error: no game 'wordle'" in done.stderr and "games there: relay, relay_probed" in done.stderr
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "scores.json").write_text("{}")
+    done = clem("relay", out=used)
+    assert done.returncode == 2 and "not empty" in done.stderr and "Traceback" not in done.stderr

@@ -174,6 +174,17 @@ def _record(game: str, experiment: dict, instance: dict, scores: dict, calls: li
     }
 
 
+def check_run(checkout: Path, games: list[str], out: Path) -> None:
+    """Refuse, before anything is loaded or played, an ``out`` that already holds files (a second
+    run would overwrite the first one's episodes) and a game the checkout does not declare."""
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"{out} is not empty (an earlier run?): a new run would overwrite its episodes; pass a new --out")
+    specs = game_specs(checkout)
+    for game in games:
+        if game not in specs:
+            load_game(checkout, game)  # raises the one "no game ... (games there: ...)" error
+
+
 def run_games(checkout: Path, games: list[str], policy: Policy, out: Path, *, model_name: str = "rlplugs-policy",
               experiments: list[str] | None = None, limit: int | None = None) -> ClemRun:
     """Play ``games`` of a clembench checkout with ``policy`` in self-play; save records under
@@ -183,11 +194,7 @@ def run_games(checkout: Path, games: list[str], policy: Policy, out: Path, *, mo
     and listed in the result; if every instance fails, nothing is written and a UsageError says
     why the first one failed."""
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise UsageError(f"{out} is not empty (an earlier run?): a new run would overwrite its episodes; pass a new --out")
-    missing = sorted(set(games) - set(game_specs(checkout)))
-    if missing:  # every name checked before anything is played
-        load_game(checkout, missing[0])
+    check_run(checkout, games, out)
     model = PolicyModel(policy, model_name)
     callbacks = episode_results_folder_callbacks(run_dir=model_name, result_dir_path=out / "clem-results",
                                                  player_model_infos=Model.to_infos([model]))

@@ -129,12 +129,13 @@ def _cmd_clem(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     try:
-        from clembench_games.clem_adapter import run_games
+        from clembench_games.clem_adapter import check_run, run_games
     except ModuleNotFoundError as exc:
         Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'", markup=False)
         return 2
     from rlplugs import HFPolicy
 
+    check_run(Path(args.checkout), args.games, Path(args.out))  # before the model is loaded
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                       batch_size=1, seed=args.seed)
     run = run_games(Path(args.checkout), args.games, policy, Path(args.out), model_name=Path(args.model).name,
