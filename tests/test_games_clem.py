@@ -1,4 +1,4 @@
-"""The clemcore adapter, run only where the ``clem`` extra (clemcore 3.7) is installed: its own
+"""The clemcore adapter, run only where the ``clem`` extra (clemcore 3.7.0) is installed: its own
 venv, since clemcore and verifiers pin incompatible anthropic versions (see the README).
 
 clembench's games may not be copied here, so the test writes a two-player toy game against
