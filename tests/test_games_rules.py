@@ -85,6 +85,27 @@ def test_taboo_clue_with_a_form_of_the_target_aborts_and_three_wrong_guesses_los
     assert ep.game.abort_reason == "guess 'a big lamp' is not a single word"
 
 
+@pytest.mark.parametrize("clue", ["CLUE: l-a-n-t-e-r-n", "CLUE: n r e t n a l", "CLUE: read it backwards: nretnal",
+                                  "CLUE: spelled out: L, A, N, T, E, R, N!", "CLUE: a _ then n.r.e.t.n.a.l"])
+def test_taboo_clue_that_spells_the_target_forwards_or_backwards_aborts(clue):
+    ep = episode("taboo", target="lantern", taboo=["planter"])
+    ep.step(clue)
+    assert ep.game.outcome == "aborted" and ep.game.abort_reason.startswith("clue uses a taboo word")
+
+
+def test_taboo_scripted_players_win_without_spelling_the_target():
+    from clembench_games.reference import reference_policy
+    from rlplugs.episode import play
+
+    ep = episode("taboo", seats=("describer", "guesser"), target="lantern", taboo=["planter"])
+    clue = ep.game.perfect("describer", ep.observation(), None)
+    assert clue == "CLUE: a noun that fits the pattern: l _ _ _ _ _ n" and not ep.game.taboo_hits(clue)
+    record = play(episode("taboo", seats=("describer", "guesser"), target="lantern", taboo=["planter"]),
+                  reference_policy).record()
+    clues = [t["response"] for t in record["turns"] if t["seat"] == "describer"]
+    assert record["outcome"] == "success" and all("l _" in c for c in clues)
+
+
 def test_referencegame_follower_sees_grids_in_another_order_and_must_name_one():
     ep = episode("referencegame", seats=("giver", "follower"))
     giver_view = ep.observation()[-1]["content"]
@@ -138,7 +159,7 @@ def test_driving_a_finished_episode_is_an_error_not_a_silent_no_op():
 def test_scripted_partner_plays_its_seat_so_the_policy_always_acts_on_a_trained_seat():
     ep = episode("taboo", seats=("guesser",))
     assert ep.current_seat == "guesser" and ep.turns[0].seat == "describer"
-    assert "spelled backwards" in ep.observation()[-1]["content"]
+    assert "fits the pattern" in ep.observation()[-1]["content"]
     clone = ep.clone()
     clone.step(f"GUESS: {clone.game.target}")
     assert clone.done and not ep.done  # clones are independent

@@ -61,6 +61,17 @@ def test_clemscore_is_average_played_times_average_quality_as_computed_by_hand()
     assert table["clemscore"] == pytest.approx(125 / 3 / 100 * 35)  # 14.5833...
 
 
+def test_clemscore_is_undefined_not_zero_when_no_episode_was_played(tmp_path):
+    """clem eval leaves the clemscore blank (NaN) when nothing was played; 0.0 would read as a
+    played-and-lost run. The run's index page shows it as n/a."""
+    from clembench_games.transcripts import write_index
+
+    records = [_rec("taboo", True, None), _rec("wordle", True, None)]
+    table = clem_table(records)
+    assert table["% Played"] == 0.0 and math.isnan(table["Quality"]) and math.isnan(table["clemscore"])
+    assert "<b>clemscore n/a</b>" in write_index(tmp_path, records).read_text()
+
+
 def test_clemscore_of_the_scripted_runs_matches_the_hand_formula(perfect, random_play):
     for records in (perfect, random_play):
         games = sorted({r["game"] for r in records})
@@ -75,15 +86,19 @@ def test_clemscore_of_the_scripted_runs_matches_the_hand_formula(perfect, random
         assert clem_table(records)["clemscore"] == pytest.approx(expected)
 
 
-def test_reference_policy_from_messages_alone_wins_every_test_instance_in_self_play():
+def test_reference_policy_from_messages_alone_plays_every_test_instance_and_wins_all_but_some_taboo():
+    """Taboo's reference describer gives only a crossword pattern (spelling the target is against
+    the rules), so its guesser sometimes names another noun that fits: 42 of 48 test instances won."""
     from rlplugs.episode import play
     from rlplugs.registry import make_env
 
     spec = make_env("clembench-games", {})
     records = [play(spec.episodes(row), spec.reference_policy).record() for row in spec.dataset("test")]
-    assert len(records) == len(spec.dataset("test")) and all(r["outcome"] == "success" for r in records)
+    assert len(records) == len(spec.dataset("test")) and all(r["outcome"] != "aborted" for r in records)
+    assert all(r["outcome"] == "success" for r in records if r["game"] != "taboo")
+    assert sum(r["outcome"] == "success" for r in records if r["game"] == "taboo") == 42
     table = clem_table(records)
     assert table["% Played"] == 100.0
-    # the wordle solver needs several guesses (Main Score < 100); the other games are won at once
-    assert table["games"]["taboo"]["Quality"] == table["games"]["referencegame"]["Quality"] == 100.0
+    # the wordle solver needs several guesses (Main Score < 100); referencegame is won at once
+    assert table["games"]["referencegame"]["Quality"] == 100.0 and 0.0 < table["games"]["taboo"]["Quality"] < 100.0
     assert 20.0 < table["games"]["wordle"]["Quality"] < 100.0

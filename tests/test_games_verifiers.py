@@ -36,7 +36,7 @@ def test_self_play_taboo_episode_trains_both_seats_and_is_scored(tmp_path, monke
     for trace in episode.traces:
         assert trace.rewards["main_score"].score == 1.0 and trace.rewards["success"].score == 1.0
     replies = sorted(t.last_reply for t in episode.traces)
-    assert replies[0].startswith("CLUE: my word spelled backwards") and replies[1].startswith("GUESS: ")
+    assert replies[0].startswith("CLUE: a noun that fits the pattern") and replies[1].startswith("GUESS: ")
 
 
 def play(tmp_path, monkeypatch, taskset: dict, limit: int):

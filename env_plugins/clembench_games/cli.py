@@ -129,17 +129,21 @@ def _cmd_clem(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     try:
-        from clembench_games.clem_adapter import run_games
+        from clembench_games.clem_adapter import check_run, run_games
     except ModuleNotFoundError as exc:
         Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'", markup=False)
         return 2
     from rlplugs import HFPolicy
 
+    check_run(Path(args.checkout), args.games, Path(args.out))  # before the model is loaded
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                       batch_size=1, seed=args.seed)
-    records = run_games(Path(args.checkout), args.games, policy, Path(args.out), model_name=Path(args.model).name,
-                        limit=args.limit)
-    _print_table(clem_table(records))
+    run = run_games(Path(args.checkout), args.games, policy, Path(args.out), model_name=Path(args.model).name,
+                    limit=args.limit)
+    err = Console(stderr=True)
+    for game, game_id, why in run.failures:  # clemcore logs only to clembench.log
+        err.print(f"warning: {game} instance {game_id} failed and was skipped: {why}", markup=False)
+    _print_table(clem_table(run.records))
     return 0
 
 

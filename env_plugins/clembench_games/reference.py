@@ -8,7 +8,8 @@ and then
 - wordle guesser: guesses the first dictionary word consistent with the clue and every feedback
   line so far (a constraint solver; it usually, not always, wins within six guesses);
 - wordle critic: agrees exactly when the proposed guess fits the clue and the feedback shown;
-- taboo: the describer spells the word backwards, the guesser decodes such a spelling;
+- taboo: the describer gives a crossword pattern (first letter, one more end letter a round), the
+  guesser names the first noun of the word list that fits it and was not guessed yet;
 - reference game: the giver lists the target's X cells, the follower picks the best-fitting grid;
 - private/shared: answers from its private list; says a slot is known once it was asked.
 
@@ -22,7 +23,7 @@ import re
 
 from clembench_games.master import Message
 from clembench_games.referencegame import FILLED, ORDINALS, SIZE, cells_of
-from clembench_games.taboo import _SPELL
+from clembench_games.taboo import PATTERN, pattern_reply
 from clembench_games.wordle import _ORDINALS as LETTER_ORDINALS
 from clembench_games.wordle import feedback
 from clembench_games.words import five_letter_dictionary, words
@@ -70,10 +71,13 @@ def reference_policy(messages: list[Message]) -> str:
         return f"AGREEMENT: {'yes' if ok else 'no'}\nEXPLANATION: it {'fits' if ok else 'contradicts'} the clue and feedback."
     if first.startswith("We play Taboo. You describe"):
         target = re.search(r"Your word: ([a-z]+)\.", first).group(1)
-        return "CLUE: my word spelled backwards: " + " ".join(reversed(target))
+        taboo = re.search(r"nor any form of them: (.*)\.\n", first).group(1).split(", ")
+        return pattern_reply(target, taboo, len(_texts(messages, "assistant")) + 1)
     if first.startswith("We play Taboo."):
-        spelled = _SPELL.search(last)
-        return f"GUESS: {''.join(reversed(spelled.group(1).split())) if spelled else 'thing'}"
+        guessed = {g.split(":", 1)[1].strip() for g in _texts(messages, "assistant")}
+        shape = PATTERN.search(last)
+        fits = [w for w in words("noun") if shape and _fits(w, shape.group(1).split()) and w not in guessed]
+        return f"GUESS: {fits[0] if fits else 'thing'}"
     if first.startswith("We play a reference game. You see three grids; another player sees"):
         target = _grids(first)[re.search(r"The target is the (\w+) grid", first).group(1)]
         cells = ", ".join(f"({r + 1},{c + 1})" for r, c in sorted(cells_of(target)))
@@ -96,6 +100,10 @@ def reference_policy(messages: list[Message]) -> str:
         slot = next((s for s in private if _asks_for(last, s)), next(iter(private)))
         return f"ANSWER: {private[slot]}"
     raise ValueError("reference_policy: not a clembench-games conversation")
+
+
+def _fits(word: str, pattern: list[str]) -> bool:
+    return len(word) == len(pattern) and all(p in ("_", c) for p, c in zip(pattern, word, strict=True))
 
 
 def _asks_for(question: str, slot: str) -> bool:

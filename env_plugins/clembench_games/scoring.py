@@ -3,7 +3,8 @@
 Per game: % Played = 100 x mean(Played) over all episodes; Quality = mean(Main Score) over the
 episodes that were not aborted (undefined when every episode aborted). Over games: the average
 % Played over all games, the average Quality over the games that have one, and
-**clemscore = (average % Played / 100) x average Quality** - a product of means, as in clembench.
+**clemscore = (average % Played / 100) x average Quality** - a product of means, as in clembench;
+undefined (NaN, shown blank / "n/a") when no episode was played, as clembench's ``clem eval`` has it.
 These are clembench-*style* figures for these clean-room games, not leaderboard clemscores.
 """
 
@@ -36,5 +37,5 @@ def clem_table(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         }
     played = _mean([g["% Played"] for g in games.values()])
     quality = _mean([g["Quality"] for g in games.values() if not math.isnan(g["Quality"])])
-    clemscore = (played / 100.0) * quality if not math.isnan(quality) else (0.0 if games else math.nan)
+    clemscore = (played / 100.0) * quality  # NaN when no game has a quality (nothing played), as in clem eval
     return {"games": games, "% Played": played, "Quality": quality, "clemscore": clemscore}

@@ -7,7 +7,13 @@ win, 0 on a loss.
 
 Parse rules: the describer's reply must carry a ``CLUE:`` line, the guesser's a ``GUESS:`` line
 with a single word; a clue that uses the target or a taboo word (a word sharing its stem: the
-first ``max(4, len - 2)`` letters) breaks the rules. All of these abort the episode.
+first ``max(4, len - 2)`` letters) breaks the rules, and so does one that spells such a word:
+written backwards (``nretnal``) or letter by letter in either direction (``l-a-n-t-e-r-n``,
+``n r e t n a l``). All of these abort the episode.
+
+The scripted players win without spelling: the perfect guesser is an oracle (an upper bound, like
+wordle's), and the describers give a crossword pattern (length, first letter, one more letter at
+the end each round) that never shows a stem's worth of letters.
 
 Taboo words: ``wonderwords`` ships no word relations, so the taboo list is the nouns that look
 most like the target (most shared letter pairs) - a spelling constraint rather than a semantic
@@ -25,10 +31,10 @@ from clembench_games.master import GameMaster, Message, prefixed
 from clembench_games.words import words
 
 MAX_ROUNDS = 3
-#: Phrases the perfect describer can introduce its reversed spelling with; it takes the first one
-#: that uses no taboo word (the target itself can be "word", "letter", ...).
-_SPELL_CODES = ("spelled backwards", "reversed spelling", "read right to left")
-_SPELL = re.compile(r"(?:" + "|".join(_SPELL_CODES) + r"): ([a-z](?: [a-z])+)")
+#: Phrases a describer can introduce its pattern clue with; it takes the first one that uses no
+#: taboo word (the target itself can be "pattern", "blank", ...).
+_PATTERN_CODES = ("a noun that fits the pattern", "fill in the blanks", "crossword entry")
+PATTERN = re.compile(r"(?:" + "|".join(_PATTERN_CODES) + r"): ([a-z_](?: [a-z_])+)")
 
 
 def stem(word: str) -> str:
@@ -37,6 +43,41 @@ def stem(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     return re.findall(r"[a-z]+", text.lower())
+
+
+def spelled_runs(text: str) -> list[str]:
+    """Runs of two or more single letters in ``text`` (``t-a-b-l-e``, ``e l b a t``, ``T.A.B``),
+    each joined into one string: a word spelled letter by letter."""
+    runs: list[list[str]] = [[]]
+    for t in tokens(text):
+        if len(t) == 1:
+            runs[-1].append(t)
+        elif runs[-1]:
+            runs.append([])
+    return ["".join(r) for r in runs if len(r) > 1]
+
+
+def pattern_clue(target: str, round_no: int) -> str:
+    """The scripted describers' clue: ``t _ _ _ l e``: the first letter and ``round_no`` letters at
+    the end, never more than ``len - 2`` letters in all (a 4-letter word shows 2)."""
+    shown = min(1 + round_no, len(target) - 2)
+    return " ".join(c if i == 0 or i >= len(target) - (shown - 1) else "_" for i, c in enumerate(target))
+
+
+def taboo_hits(clue: str, banned_words: list[str]) -> list[str]:
+    """Words of ``clue`` that are one of ``banned_words`` or a form of one (same stem), also
+    written backwards or spelled letter by letter in either direction."""
+    banned = {stem(w) for w in banned_words}
+    words_ = tokens(clue)
+    hits = [t for t in words_ if any(t.startswith(b) or stem(t) == b or t[::-1].startswith(b) for b in banned)]
+    return hits + [" ".join(r) for r in spelled_runs(clue) if any(b in r or b in r[::-1] for b in banned)]
+
+
+def pattern_reply(target: str, taboo: list[str], round_no: int) -> str:
+    """The scripted describers' reply: a :func:`pattern_clue` after the first phrase that is legal."""
+    pattern = pattern_clue(target, round_no)
+    code = next((c for c in _PATTERN_CODES if not taboo_hits(f"{c}: {pattern}", [target, *taboo])), _PATTERN_CODES[-1])
+    return f"CLUE: {code}: {pattern}"
 
 
 def _pairs(word: str) -> frozenset[str]:
@@ -89,9 +130,7 @@ class Taboo(GameMaster):
         self.ask("describer", "Give your first clue. Reply with CLUE: <your description>")
 
     def taboo_hits(self, clue: str) -> list[str]:
-        """Words of ``clue`` that are the target, a taboo word, or a form of one (same stem)."""
-        banned = {stem(w) for w in [self.target, *self.instance["taboo"]]}
-        return [t for t in tokens(clue) if any(t.startswith(b) or stem(t) == b for b in banned)]
+        return taboo_hits(clue, [self.target, *self.instance["taboo"]])
 
     def main_score(self) -> float:
         return 100.0 / len(self.guesses) if self.outcome == "success" else 0.0
@@ -127,14 +166,9 @@ class Taboo(GameMaster):
 
     # --- scripted players ---------------------------------------------------------------------
     def perfect(self, seat: str, messages: list[Message], rng: random.Random) -> str:
-        """Perfect describer spells the word backwards; perfect guesser decodes that spelling.
-        Each only uses what its own seat sees."""
-        if seat == "describer":
-            code = next((c for c in _SPELL_CODES if not self.taboo_hits(c)), _SPELL_CODES[0])
-            return f"CLUE: {code}: " + " ".join(reversed(self.target))
-        spelled = _SPELL.search(messages[-1]["content"])
-        guess = "".join(reversed(spelled.group(1).split())) if spelled else rng.choice(words("noun"))
-        return f"GUESS: {guess}"
+        """Perfect describer gives the pattern clue; perfect guesser is an oracle (the upper bound,
+        as in wordle): it knows the target whatever the clue says."""
+        return pattern_reply(self.target, self.instance["taboo"], len(self.clues) + 1) if seat == "describer" else f"GUESS: {self.target}"
 
     def random(self, seat: str, messages: list[Message], rng: random.Random) -> str:
         if seat == "describer":
