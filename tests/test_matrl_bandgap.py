@@ -2,7 +2,6 @@
 unchanged BSD-3 weights that ship in ``matrl/data`` (values from upstream's example notebook, as
 recorded in ``matrl/data/README.md``)."""
 
-from pathlib import Path
 
 import pytest
 from pymatgen.core import Lattice, Structure
