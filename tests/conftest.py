@@ -89,10 +89,10 @@ def episode_grpo_trainer():
 
 
 def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max_completion_length: int, turn_tokens: int,
-                          max_steps: int, num_generations: int = 4):
+                          max_steps: int, num_generations: int = 4, compile_generation: bool = False, **config):
     """A real ``EnvGRPOTrainer`` on a multi-turn env through the generic episode rollout (CPU,
-    batches of 4 completions, ``num_generations`` per prompt, thinking off). Returns
-    ``(spec, rewards, trainer)``."""
+    batches of 4 completions, ``num_generations`` per prompt, thinking off; ``config``: more
+    ``GRPOConfig`` fields). Returns ``(spec, rewards, trainer)``."""
     from trl import GRPOConfig
 
     from rlplugs.registry import make_env
@@ -118,6 +118,7 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
         report_to="none",
         save_strategy="no",
         reward_weights=rewards.weights,
+        **config,
     )
     trainer = EnvGRPOTrainer(
         model=str(model_dir),
@@ -125,6 +126,7 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
         args=args,
         train_dataset=spec.dataset("train"),
         rollout_func=make_episode_rollout(spec),
+        compile_generation=compile_generation,
     )
     return spec, rewards, trainer
 

@@ -1,6 +1,7 @@
 """``count-test``: a multi-turn environment implementing the Episode protocol.
 
-The environment asks for a number each turn, three turns; ``digits`` = share of turns whose
+The environment asks for a number each turn, three turns (``turns``; ``turns_by_start`` sets
+other lengths for some rows, as in environments whose episodes end at different rounds); ``digits`` = share of turns whose
 reply contains a digit, ``final_len`` = 1 if the last reply is under 40 characters. Cheap and
 deterministic, so adapters (TRL rollouts, verifiers Env, guidance) can be tested on it.
 
@@ -25,6 +26,7 @@ from rlplugs import EnvSpec, EvalProtocol, Registration, RewardComponent, Sample
 class CountConfig(StrictConfig):
     rows: int = 8
     turns: int = 3
+    turns_by_start: dict[int, int] = {}
     fail_starts: list[int] = []
     broken_starts: list[int] = []
 
@@ -92,7 +94,8 @@ def build(config: CountConfig) -> EnvSpec:
     def episodes(row: dict[str, Any]) -> CountEpisode:
         if int(row["start"]) in config.broken_starts:
             raise ValueError(f"no episode for start {row['start']} (simulated fault)")
-        return CountEpisode(int(row["start"]), config.turns, int(row["start"]) in config.fail_starts)
+        start = int(row["start"])
+        return CountEpisode(start, config.turns_by_start.get(start, config.turns), start in config.fail_starts)
 
     def rows(n: int, offset: int) -> Dataset:
         out = []

@@ -94,6 +94,13 @@ class EnvGRPOScriptArguments(GRPOScriptArguments, EnvArguments):
             "token normalisation; they carry no gradient but would dilute the others."
         },
     )
+    compile_generation: bool = field(
+        default=False,
+        metadata={
+            "help": "Plain generate (no vLLM, no continuous batching): static cache and a compiled decoding step, "
+            "prompts bucketed by --pad_to_multiple_of (default 256); compiles once per bucket, CUDA only."
+        },
+    )
     max_episode_turns: int = field(
         default=256,
         metadata={"help": "Multi-turn environments: stop an episode that has not ended after this many turns."},

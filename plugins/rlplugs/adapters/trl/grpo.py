@@ -87,6 +87,7 @@ def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset
         peft_config=get_peft_config(model_args),
         rollout_func=make_episode_rollout(spec, script_args.max_episode_turns) if spec.multi_turn else None,
         filter_zero_spread_groups=script_args.filter_zero_spread_groups,
+        compile_generation=script_args.compile_generation,
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)

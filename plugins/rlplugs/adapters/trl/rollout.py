@@ -1,39 +1,55 @@
-"""A generic TRL ``rollout_func`` that plays an environment's multi-turn episodes.
+"""A generic TRL ``rollout_func`` that plays an environment's multi-turn episodes through the
+trainer's own generation backend.
 
 TRL's ``rollout_func(prompts, trainer)`` must return, per prompt entry, the token ids the model
-saw (``prompt_ids``), everything after them (``completion_ids``) and an ``env_mask`` (1 = written
-by the model, 0 = environment text, left out of the loss). One episode is played per entry (TRL
-has already repeated each prompt ``num_generations`` times), all episodes in lock-step: every
-round, the pending turns of all running episodes are generated in one batched ``generate`` call
-with the trainer's current model.
+saw (``prompt_ids``), everything after them (``completion_ids``), an ``env_mask`` (1 = written
+by the model, 0 = environment text, left out of the loss) and the sampling ``logprobs`` where the
+backend gives them. One episode is played per entry (TRL has already repeated each prompt
+``num_generations`` times), all episodes in lock-step: every round, the pending turns of all
+running episodes are generated in one call of ``GRPOTrainer._generate_single_turn``, the method
+TRL's own tool loop generates with. So whatever backend the trainer is configured for generates
+every round: vLLM (``use_vllm``, server or colocate; its weights are synced once per step by TRL
+before the rollout starts), transformers continuous batching
+(``use_transformers_continuous_batching``) or plain ``generate`` (optionally static-cache and
+compiled: ``EnvGRPOTrainer(compile_generation=True)``). rlplugs owns no generate call.
+
+**Why a ``rollout_func`` and not TRL's ``environment_factory``.** ``environment_factory`` drives
+episodes by tool calls the model makes on an env object: it fits matrl's evaluate/submit tools, but
+not the games, whose other seats speak between the trained seat's turns and whose turns are plain
+text the game master parses. One lock-step rollout over the Episode protocol serves every
+environment, with one record of stopped episodes and unscored rewards.
 
 **Token record.** The trained seat's sequence is built from the tokens actually generated plus
 the environment's replies rendered with the chat template, and the model always generates its
 next turn from exactly that sequence. So the training sequence is what the model saw, even for
 chat templates that re-render history differently (Qwen's drop earlier ``<think>`` blocks).
 ``max_completion_length`` caps the whole multi-turn completion, as in TRL's own tool loop, and
-``generation_kwargs={"max_new_tokens": N}`` caps one turn; an episode whose trained seat runs out
-of budget stops and is scored as it stands (the model's own doing: components decide whether an
-unfinished episode is unscorable).
+the per-turn cap is ``generation_kwargs`` ``max_new_tokens`` (transformers) or ``max_tokens``
+(vLLM); an episode whose trained seat runs out of budget stops and is scored as it stands (the
+model's own doing: components decide whether an unfinished episode is unscorable).
+
+**Sharded training and vLLM server mode.** Under ZeRO-3 or FSDP every generation call is a
+collective (parameters are gathered), and vLLM server mode gathers every rank's prompts into one
+request and hands each rank back an equal slice. So every round is decided across processes: the
+rollout continues while any process has a turn due, and each process passes the same number of
+contexts (its own, then a one-message filler whose output is discarded); a process whose episodes
+are all over keeps generating fillers until the others finish. The number of generation calls per
+step is thus the same on every rank.
 
 **Errors.** Episodes are started and played guarded (:func:`rlplugs.episode.start_episode`): an
 environment or judge error in ``step`` or at the start stops that episode alone (one that could not
-start returns its row's prompt and an empty turn), and so does running past ``max_turns`` rounds; every
-reward component of a stopped episode is then unscored with the reason (``None`` for TRL, left out
-of the loss), never the zeros of an episode scored as it stands.
+start returns its row's prompt and an empty turn), and so does running past ``max_turns`` rounds;
+every reward component of a stopped episode is then unscored with the reason (``None`` for TRL, left
+out of the loss), never the zeros of an episode scored as it stands.
 
 Seats other than the trained one (opponents in a game) are played by the same model (self-play);
 which seat a row trains is its ``seat`` column, else the episode's first trained seat. The finished
 episodes reach the reward functions as the ``episode`` column (``Sample.episode``).
-
-Limits: generation uses the trainer's model (no vLLM), and each process plays its own episodes
-for as many rounds as they need, which suits DDP but not ZeRO-3/FSDP (whose ``generate`` calls
-must line up across processes).
 """
 
 from __future__ import annotations
 
-import copy
+import itertools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +74,12 @@ class _SeatRecord:
     env_mask: list[int] = field(default_factory=list)
     messages_seen: int = 0
     out_of_budget: bool = False  # the trained seat spent the multi-turn token budget
+    logprobs: list[float] | None = None  # sampling logprobs parallel to completion_ids (0.0 off the model's turns)
+
+    def add_logprobs(self, values: list[float] | None, n: int) -> None:
+        """Extend the logprobs by ``n`` values; a backend that gave none ends the record."""
+        if self.logprobs is not None:
+            self.logprobs = self.logprobs + values if values is not None and len(values) == n else None
 
 
 class ChatRenderer:
@@ -102,67 +124,72 @@ class ChatRenderer:
 
 
 class EpisodeRollout:
-    """Plays one batch of episodes with a GRPOTrainer's model (see the module docstring)."""
+    """Plays one batch of episodes through a GRPOTrainer's generation backend (see the module docstring)."""
 
     def __init__(self, spec: EnvSpec, trainer, max_turns: int = 256):
-        if getattr(trainer, "use_vllm", False):
-            raise ValueError("rlplugs multi-turn rollouts generate with the trainer's model; use_vllm is not supported")
         self.spec = spec
         self.trainer = trainer
         self.max_turns = max_turns
         self.render = ChatRenderer(trainer.processing_class, trainer.chat_template_kwargs)
         self.budget = trainer.max_completion_length
-        # ``generation_kwargs={"max_new_tokens": N}`` limits each turn; by default a turn may use the whole budget
-        self.turn_limit = trainer.generation_config.max_new_tokens or self.budget
+        self.turn_limit = turn_limit(trainer) or self.budget  # by default a turn may use the whole budget
         self.eos_ids = set(trainer.eos_token_ids)
+        self.filler = self.render.ids([{"role": "user", "content": "."}])
 
     def run(self, prompts: list[Any]) -> dict[str, list[Any]]:
         rows = self.trainer.rollout_rows
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("episode rollouts need the batch rows: train with rlplugs.adapters.trl.trainer.EnvGRPOTrainer")
         episodes = [start_episode(self.spec.episodes, dict(row)) for row in rows]
-        records = [_SeatRecord(seat=row.get("seat") or ep.trained_seats[0]) for row, ep in zip(rows, episodes)]
-        for turn in range(self.max_turns + 1):
-            pending = [i for i, (ep, rec) in enumerate(zip(episodes, records)) if not ep.done and not rec.out_of_budget]
-            if not pending:
-                break
-            if turn == self.max_turns:
-                log.warning("%d episodes still running after %d turns; stopping them", len(pending), self.max_turns)
-                for i in pending:
+        records = [
+            _SeatRecord(seat=row.get("seat") or ep.trained_seats[0], logprobs=[] if self.trainer.use_vllm else None)
+            for row, ep in zip(rows, episodes)
+        ]
+        for turn in itertools.count():
+            due, contexts = self._turns_due(episodes, records)
+            if turn == self.max_turns and due:
+                log.warning("%d episodes still running after %d turns; stopping them", len(due), self.max_turns)
+                for i in due:
                     episodes[i].stop(f"episode did not end within the rollout's {self.max_turns} rounds")
+                due, contexts = [], []
+            generated = self._generate(contexts, width=len(episodes))
+            if generated is None:  # no process has a turn due
                 break
-            self._play_round(pending, episodes, records)
+            for i, (new_ids, new_logprobs) in zip(due, generated):
+                self._take_turn(episodes[i], records[i], new_ids, new_logprobs)
         return self._output(episodes, records)
 
-    def _play_round(self, pending: list[int], episodes: list[GuardedEpisode], records: list[_SeatRecord]) -> None:
-        contexts, limits, active = [], [], []
-        for i in pending:
-            ep, rec = episodes[i], records[i]
+    def _turns_due(self, episodes: list[GuardedEpisode], records: list[_SeatRecord]) -> tuple[list[int], list[list[int]]]:
+        """The running episodes with a turn to generate, and the context of each."""
+        due, contexts = [], []
+        for i, (ep, rec) in enumerate(zip(episodes, records)):
+            if ep.done or rec.out_of_budget:
+                continue
             if ep.current_seat == rec.seat:
                 ids = self._extend_record(rec, ep.observation())
-                left = self.budget - len(rec.completion_ids)
-                if left <= 0:
+                if len(rec.completion_ids) >= self.budget:
                     rec.out_of_budget = True
                     continue
             else:
-                ids, left = self.render.ids(ep.observation()), self.budget
+                ids = self.render.ids(ep.observation())
+            due.append(i)
             contexts.append(ids)
-            limits.append(min(left, self.turn_limit))
-            active.append(i)
-        if not active:
-            return
-        for i, new_ids in zip(active, self._generate(contexts, limits)):
-            ep, rec = episodes[i], records[i]
-            if ep.current_seat == rec.seat:
-                rec.completion_ids += new_ids
-                rec.env_mask += [1] * len(new_ids)
-                if not new_ids or new_ids[-1] not in self.eos_ids:
-                    if len(rec.completion_ids) >= self.budget:
-                        rec.out_of_budget = True  # the whole multi-turn budget is spent
-                    else:  # cut by the per-turn limit: close the turn as the template would, outside the loss
-                        rec.completion_ids.append(self.render.tokenizer.eos_token_id)
-                        rec.env_mask.append(0)
-            ep.step(self.render.tokenizer.decode(new_ids, skip_special_tokens=True))  # guarded: an error stops it
+        return due, contexts
+
+    def _take_turn(self, ep: GuardedEpisode, rec: _SeatRecord, new_ids: list[int], new_logprobs: list[float] | None) -> None:
+        if ep.current_seat == rec.seat:
+            new_ids = new_ids[: self.budget - len(rec.completion_ids)]
+            rec.completion_ids += new_ids
+            rec.env_mask += [1] * len(new_ids)
+            rec.add_logprobs(new_logprobs[: len(new_ids)] if new_logprobs is not None else None, len(new_ids))
+            if not new_ids or new_ids[-1] not in self.eos_ids:
+                if len(rec.completion_ids) >= self.budget:
+                    rec.out_of_budget = True  # the whole multi-turn budget is spent
+                else:  # cut by the per-turn limit: close the turn as the template would, outside the loss
+                    rec.completion_ids.append(self.render.tokenizer.eos_token_id)
+                    rec.env_mask.append(0)
+                    rec.add_logprobs([0.0], 1)
+        ep.step(self.render.tokenizer.decode(new_ids, skip_special_tokens=True))  # guarded: an error stops it
 
     def _extend_record(self, rec: _SeatRecord, observation: list[dict[str, Any]]) -> list[int]:
         """Add what the environment said since the seat's last reply; return the full context."""
@@ -178,56 +205,61 @@ class EpisodeRollout:
             suffix = self.render.reply_suffix_ids(observation[rec.messages_seen + 1 :])
             rec.completion_ids += suffix
             rec.env_mask += [0] * len(suffix)
+            rec.add_logprobs([0.0] * len(suffix), len(suffix))
         rec.messages_seen = len(observation)
         return rec.prompt_ids + rec.completion_ids
 
-    def _generate(self, contexts: list[list[int]], limits: list[int]) -> list[list[int]]:
-        """One batched, left-padded ``generate``; each row cut at its first eos and its budget."""
-        from trl.models import unwrap_model_for_generation
+    def _generate(self, contexts: list[list[int]], width: int) -> list[tuple[list[int], list[float] | None]] | None:
+        """One round on every process through the trainer's backend; None when no process has a turn due.
 
+        Each process passes as many contexts as the busiest one (vLLM server mode slices its answer
+        by that count), or, with ``compile_generation``, always ``width`` of them, so the compiled
+        shapes do not change from round to round. Each row is cut at its first eos and the turn limit.
+        """
         t = self.trainer
-        pad = self.render.tokenizer.pad_token_id
-        width = max(len(c) for c in contexts)
-        input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=t.accelerator.device)
-        attention_mask = torch.tensor(
-            [[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=t.accelerator.device
-        )
-        config = copy.deepcopy(t.generation_config)
-        config.max_new_tokens = max(limits)
-        with (
-            unwrap_model_for_generation(
-                t.model_wrapped,
-                t.accelerator,
-                gather_deepspeed3_params=t.args.ds3_gather_for_generation,
-                generation_kwargs=t.generation_kwargs,
-                gradient_checkpointing_kwargs=t.args.gradient_checkpointing_kwargs,
-            ) as model,
-            torch.no_grad(),
-        ):
-            out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+        sizes = t.accelerator.gather(torch.tensor([len(contexts)], device=t.accelerator.device))
+        busiest = int(sizes.max())
+        if busiest == 0:
+            return None
+        if getattr(t, "compile_generation", False):
+            busiest = max(busiest, int(t.accelerator.gather(torch.tensor([width], device=t.accelerator.device)).max()))
+        batch = contexts + [self.filler] * (busiest - len(contexts))
+        ids, logprobs = t._generate_single_turn(batch, None, {}, num_generations=1)
         results = []
-        for row, limit in zip(out[:, width:].tolist(), limits):
-            row = row[:limit]
-            end = next((k for k, tok in enumerate(row) if tok in self.eos_ids), None)
-            results.append(row[: end + 1] if end is not None else row)
+        for k in range(len(contexts)):
+            row = list(ids[k])[: self.turn_limit]
+            end = next((j for j, tok in enumerate(row) if tok in self.eos_ids), None)
+            row = row[: end + 1] if end is not None else row
+            results.append((row, list(logprobs[k][: len(row)]) if logprobs is not None else None))
         return results
 
     def _output(self, episodes: list[GuardedEpisode], records: list[_SeatRecord]) -> dict[str, list[Any]]:
-        prompt_ids, completion_ids, env_mask = [], [], []
+        prompt_ids, completion_ids, env_mask, logprobs = [], [], [], []
         for ep, rec in zip(episodes, records):
             if rec.prompt_ids is None:  # the trained seat never got a turn
                 rec.prompt_ids = self.render.ids(ep.transcript(rec.seat))
                 rec.completion_ids, rec.env_mask = [self.render.tokenizer.eos_token_id], [0]
+                rec.add_logprobs([0.0], 1)
             prompt_ids.append(rec.prompt_ids)
             completion_ids.append(rec.completion_ids[: self.budget])
             env_mask.append(rec.env_mask[: self.budget])
+            logprobs.append(rec.logprobs[: self.budget] if rec.logprobs is not None else None)
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": completion_ids,
-            "logprobs": None,
+            "logprobs": logprobs if all(lp is not None for lp in logprobs) else None,
             "env_mask": env_mask,
             "episode": episodes,
         }
+
+
+def turn_limit(trainer) -> int | None:
+    """The per-turn token cap the user set: ``max_new_tokens`` in the transformers generation
+    config, ``max_tokens`` in ``generation_kwargs`` for vLLM (which has no generation config)."""
+    config = getattr(trainer, "generation_config", None)
+    if config is not None and not getattr(trainer, "use_vllm", False):
+        return config.max_new_tokens
+    return (trainer.args.generation_kwargs or {}).get("max_tokens")
 
 
 def make_episode_rollout(spec: EnvSpec, max_turns: int = 256):

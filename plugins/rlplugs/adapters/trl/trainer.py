@@ -1,4 +1,4 @@
-"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the three things rlplugs adds around its generation step.
+"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the four things rlplugs adds around its generation step.
 
 1. **Zero-spread filter** (``filter_zero_spread_groups``). A group whose rewards are all equal has
    zero advantage everywhere, so it contributes no gradient; yet TRL keeps its tokens in the loss
@@ -19,6 +19,16 @@
    prompts, but an episode is started from its whole dataset row; the rows of the batch being
    generated are exposed as :attr:`EnvGRPOTrainer.rollout_rows` for the duration of the call.
 
+4. **Compiled generation** (``compile_generation``). TRL's plain ``generate`` path runs with
+   transformers' dynamic cache, one kernel launch after another: on an H200 a 135M model decodes
+   at about 1k tok/s at batch 64, launch-bound. A static cache lets transformers compile the
+   decoding step (CUDA graphs) once per shape; TRL switches that compile off in its generation
+   config and offers no flag, so this one turns it on. The shapes are the batch (fixed per step;
+   the multi-turn rollout pads each round to its full width when compiling) and the prompt
+   length, bucketed with TRL's own ``pad_to_multiple_of`` (:data:`COMPILE_BUCKET` unless set),
+   so a run compiles once per bucket its prompts reach, not per prompt. CUDA only: elsewhere
+   the static cache runs uncompiled.
+
 Reward functions with a ``bind`` attribute (:class:`rlplugs.adapters.trl.rewards.EnvRewardFunctions`) are
 bound to the trainer so group components know the process layout.
 """
@@ -32,6 +42,8 @@ from trl import GRPOTrainer
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
+# Prompt-length bucket for compiled generation when ``pad_to_multiple_of`` is not set.
+COMPILE_BUCKET = 256
 
 
 def without_unweighted_totals(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -71,17 +83,34 @@ def zero_spread_rows(
 
 
 class EnvGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer plus an optional zero-spread filter and row access for rollout functions."""
+    """GRPOTrainer plus an optional zero-spread filter, compiled generation and row access for
+    rollout functions."""
 
-    def __init__(self, *args: Any, filter_zero_spread_groups: bool = False, **kwargs: Any):
+    def __init__(
+        self, *args: Any, filter_zero_spread_groups: bool = False, compile_generation: bool = False, **kwargs: Any
+    ):
         super().__init__(*args, **kwargs)
         self.filter_zero_spread_groups = filter_zero_spread_groups
+        self.compile_generation = compile_generation
+        if compile_generation:
+            self._enable_compiled_generation()
         self.rollout_rows: list[dict[str, Any]] | None = None
         self._zero_spread: torch.Tensor | None = None
         for func in self.reward_funcs:
             bind = getattr(func, "bind", None)
             if bind is not None:
                 bind(self)
+
+    def _enable_compiled_generation(self) -> None:
+        if self.use_vllm or self.use_transformers_continuous_batching:
+            raise ValueError(
+                "compile_generation speeds up plain generate; it does not apply with use_vllm or "
+                "use_transformers_continuous_batching: drop one of them"
+            )
+        self.generation_config.cache_implementation = "static"
+        self.generation_config.disable_compile = False
+        if not isinstance(self.pad_to_multiple_of, int):
+            self.pad_to_multiple_of = COMPILE_BUCKET
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = without_unweighted_totals(

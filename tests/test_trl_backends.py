@@ -1,0 +1,144 @@
+"""The multi-turn rollout generates every round through the trainer's own generation backend
+(TRL's ``GRPOTrainer._generate_single_turn``), on the real tiny Qwen3.5 and ``count-test``.
+
+vLLM cannot be installed on these machines, so its path runs with a stand-in for TRL's
+``VLLMGeneration``: like a vLLM engine it holds its own copy of the weights, refreshed only by
+``sync_weights``, and answers token-id prompts with token ids and their sampling logprobs (here
+from the real tiny model, sampled at the trainer's temperature). It records every call.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+TURNS = 3  # count-test episodes end after three replies
+
+
+class StandInVLLM:
+    """Records calls; generates from its own weight copy, which only ``sync_weights`` updates."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.model = copy.deepcopy(trainer.accelerator.unwrap_model(trainer.model)).eval()
+        self.syncs: list[tuple[int, float]] = []  # (global step, weight checksum) per sync
+        self.calls: list[tuple[int, list[list[int]]]] = []  # (global step, prompts) per generate call
+
+    def sync_weights(self) -> None:
+        self.model.load_state_dict(self.trainer.accelerator.unwrap_model(self.trainer.model).state_dict())
+        self.syncs.append((self.trainer.state.global_step, sum(p.double().sum().item() for p in self.model.parameters())))
+
+    def generate(self, prompts, images, num_generations, profiler=None):
+        t = self.trainer
+        self.calls.append((t.state.global_step, [list(p) for p in prompts]))
+        max_tokens = (t.args.generation_kwargs or {}).get("max_tokens", t.max_completion_length)
+        completions, logprobs = [], []
+        for prompt in prompts:
+            out = self.model.generate(
+                torch.tensor([prompt]), do_sample=True, temperature=t.temperature, top_k=0, top_p=1.0,
+                max_new_tokens=max_tokens, output_logits=True, return_dict_in_generate=True,
+                pad_token_id=t.processing_class.pad_token_id,
+            )  # fmt: skip
+            ids = out.sequences[0, len(prompt) :].tolist()
+            logps = torch.stack(out.logits, dim=1)[0].div(t.temperature).log_softmax(-1)
+            chosen = logps.gather(-1, torch.tensor(ids).unsqueeze(-1)).squeeze(-1).tolist()
+            end = next((k + 1 for k, tok in enumerate(ids) if tok in t.eos_token_ids), len(ids))
+            completions.append(ids[:end])
+            logprobs.append([[lp] for lp in chosen[:end]])  # vLLM's shape: top-1 logprob per token
+        return prompts, completions, logprobs, None
+
+
+@pytest.fixture(scope="module")
+def vllm_trainer(tiny_qwen35, tmp_path_factory, episode_grpo_trainer):
+    """A count-test trainer switched to the vLLM path with the stand-in backend."""
+    spec, rewards, trainer = episode_grpo_trainer(
+        tiny_qwen35, "count-test", {"rows": 4}, tmp_path_factory.mktemp("vllm"),
+        max_completion_length=64, turn_tokens=6, max_steps=2,
+    )  # fmt: skip
+    trainer.use_vllm = True
+    trainer.args.generation_kwargs = {"max_tokens": 6}  # vLLM's name for the per-turn cap
+    trainer.vllm_generation = StandInVLLM(trainer)
+    trainer._last_loaded_step = -1
+    return spec, trainer
+
+
+def test_rounds_go_through_the_vllm_backend_with_one_weight_sync_per_step(vllm_trainer):
+    _, trainer = vllm_trainer
+    backend = trainer.vllm_generation
+    trainer.train()
+
+    # weights reach the engine once per optimizer step, the trained ones at step 1
+    assert [step for step, _ in backend.syncs] == [0, 1]
+    assert backend.syncs[0][1] != backend.syncs[1][1]
+    # every round of every episode was one backend call: three rounds per step, four episodes each
+    per_step = {s: [prompts for step, prompts in backend.calls if step == s] for s in (0, 1)}
+    assert [len(rounds) for rounds in per_step.values()] == [TURNS, TURNS]
+    for rounds in per_step.values():
+        assert all(len(prompts) == 4 for prompts in rounds)
+        for earlier, later in zip(rounds, rounds[1:]):  # each context extends the one before
+            assert all(b[: len(a)] == a and len(b) > len(a) for a, b in zip(earlier, later))
+    # the sampling logprobs line up with the trained tokens: the trainer's own logprobs of the
+    # same tokens with the same weights differ only by float noise (environment text masked)
+    logs = [h for h in trainer.state.log_history if "sampling/sampling_logp_difference/max" in h]
+    assert len(logs) == 2
+    assert all(h["sampling/sampling_logp_difference/max"] < 1e-3 for h in logs), logs
+
+
+def test_vllm_rollout_returns_logprobs_for_every_completion_token(vllm_trainer, run_rollout):
+    spec, trainer = vllm_trainer
+    rows = [dict(r) for r in spec.dataset("train").select(range(2))]
+    out = run_rollout(trainer, rows)
+    for completion, mask, logprobs, episode in zip(
+        out["completion_ids"], out["env_mask"], out["logprobs"], out["episode"]
+    ):
+        assert episode.done and len(episode.replies) == TURNS
+        assert len(logprobs) == len(completion) == len(mask)
+        assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0)  # environment text
+        assert all(lp < 0.0 for lp, m in zip(logprobs, mask) if m == 1)  # sampled tokens
+
+
+def test_rollout_through_continuous_batching(tmp_path, episode_grpo_trainer, run_rollout):
+    """On SmolLM2-135M: transformers' continuous batching has no cache for Qwen3.5's linear attention."""
+    smollm2 = pytest.importorskip("rlplugs.testing.smollm2").smollm2_dir()
+    spec, _, trainer = episode_grpo_trainer(
+        smollm2, "count-test", {"rows": 4}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=1,
+        use_transformers_continuous_batching=True,
+    )  # fmt: skip
+    calls = []
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    generate_batch = model.generate_batch
+    model.generate_batch = lambda inputs, **kw: calls.append(len(inputs)) or generate_batch(inputs, **kw)
+    out = run_rollout(trainer, [dict(r) for r in spec.dataset("train").select(range(2))])
+    assert calls == [2] * TURNS  # one continuous-batching call per round
+    assert all(ep.done and len(ep.replies) == TURNS for ep in out["episode"])
+
+
+def test_compiled_generation_pads_rounds_to_full_width_and_buckets_prompts(
+    tiny_qwen35, tmp_path, episode_grpo_trainer, run_rollout
+):
+    spec, _, trainer = episode_grpo_trainer(
+        tiny_qwen35, "count-test", {"rows": 4, "turns_by_start": {0: 1}}, tmp_path, max_completion_length=64,
+        turn_tokens=6, max_steps=1, compile_generation=True,
+    )  # fmt: skip
+    assert trainer.generation_config.cache_implementation == "static"
+    assert trainer.generation_config.disable_compile is False and trainer.pad_to_multiple_of == 256
+    shapes = []
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    generate = model.generate
+    model.generate = lambda **kw: shapes.append(tuple(kw["input_ids"].shape)) or generate(**kw)
+    # three rows; the first episode ends after one turn, yet every round generates the full width
+    out = run_rollout(trainer, [dict(r) for r in spec.dataset("train").select(range(3))])
+    assert shapes == [(3, 256)] * TURNS, shapes
+    assert [len(ep.replies) for ep in out["episode"]] == [1, TURNS, TURNS]
+
+
+def test_compile_generation_refuses_other_backends(tiny_qwen35, tmp_path, episode_grpo_trainer):
+    with pytest.raises(ValueError, match="compile_generation speeds up plain generate"):
+        episode_grpo_trainer(
+            tiny_qwen35, "count-test", {"rows": 4}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=1,
+            compile_generation=True, use_transformers_continuous_batching=True,
+        )  # fmt: skip
