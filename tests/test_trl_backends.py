@@ -1,55 +1,19 @@
 """The multi-turn rollout generates every round through the trainer's own generation backend
 (TRL's ``GRPOTrainer._generate_single_turn``), on the real tiny Qwen3.5 and ``count-test``.
 
-vLLM cannot be installed on these machines, so its path runs with a stand-in for TRL's
-``VLLMGeneration``: like a vLLM engine it holds its own copy of the weights, refreshed only by
-``sync_weights``, and answers token-id prompts with token ids and their sampling logprobs (here
-from the real tiny model, sampled at the trainer's temperature). It records every call.
+vLLM cannot be installed on these machines, so its path runs with a recording stand-in for TRL's
+``VLLMGeneration`` (``tests/vllm_standin.py``).
 """
 
 from __future__ import annotations
 
-import copy
-
 import pytest
-import torch
 
 pytest.importorskip("trl")
 
+from vllm_standin import StandInVLLM  # noqa: E402
+
 TURNS = 3  # count-test episodes end after three replies
-
-
-class StandInVLLM:
-    """Records calls; generates from its own weight copy, which only ``sync_weights`` updates."""
-
-    def __init__(self, trainer):
-        self.trainer = trainer
-        self.model = copy.deepcopy(trainer.accelerator.unwrap_model(trainer.model)).eval()
-        self.syncs: list[tuple[int, float]] = []  # (global step, weight checksum) per sync
-        self.calls: list[tuple[int, list[list[int]]]] = []  # (global step, prompts) per generate call
-
-    def sync_weights(self) -> None:
-        self.model.load_state_dict(self.trainer.accelerator.unwrap_model(self.trainer.model).state_dict())
-        self.syncs.append((self.trainer.state.global_step, sum(p.double().sum().item() for p in self.model.parameters())))
-
-    def generate(self, prompts, images, num_generations, profiler=None):
-        t = self.trainer
-        self.calls.append((t.state.global_step, [list(p) for p in prompts]))
-        max_tokens = (t.args.generation_kwargs or {}).get("max_tokens", t.max_completion_length)
-        completions, logprobs = [], []
-        for prompt in prompts:
-            out = self.model.generate(
-                torch.tensor([prompt]), do_sample=True, temperature=t.temperature, top_k=0, top_p=1.0,
-                max_new_tokens=max_tokens, output_logits=True, return_dict_in_generate=True,
-                pad_token_id=t.processing_class.pad_token_id,
-            )  # fmt: skip
-            ids = out.sequences[0, len(prompt) :].tolist()
-            logps = torch.stack(out.logits, dim=1)[0].div(t.temperature).log_softmax(-1)
-            chosen = logps.gather(-1, torch.tensor(ids).unsqueeze(-1)).squeeze(-1).tolist()
-            end = next((k + 1 for k, tok in enumerate(ids) if tok in t.eos_token_ids), len(ids))
-            completions.append(ids[:end])
-            logprobs.append([[lp] for lp in chosen[:end]])  # vLLM's shape: top-1 logprob per token
-        return prompts, completions, logprobs, None
 
 
 @pytest.fixture(scope="module")
