@@ -211,9 +211,10 @@ YAML_RUNS = {  # file -> (console script, command, overrides beyond model/steps/
                                                   "--use_vllm", "false"]),
     "factorio-build-sft.yaml": ("rlplugs", "sft", ["--sft_dataset", "warmstart-93", "--max_length", "2048",
                                                    "--gradient_accumulation_steps", "1"]),
-    "matrl-grpo.yaml": ("rlplugs", "grpo", MULTI_TURN_SIZES),  # env_args: with the judge service's URL, below
+    "matrl-grpo.yaml": ("rlplugs", "grpo", ["--use_vllm", "false", *MULTI_TURN_SIZES]),  # env_args: with the judge service's URL, below
     "clembench-grpo-tiny.yaml": ("rlplugs", "grpo", MULTI_TURN_SIZES),
-    "clembench-grpo.yaml": ("trl", "grpo", ["--env_args", json.dumps(CLEMBENCH_ARGS), *MULTI_TURN_SIZES]),
+    "clembench-grpo.yaml": ("trl", "grpo", ["--env_args", json.dumps(CLEMBENCH_ARGS), "--use_vllm", "false",
+                                            *MULTI_TURN_SIZES]),
     "clembench-sft-qlora.yaml": ("trl", "sft", ["--load_in_4bit", "false", "--max_length", "256",
                                                 "--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "1"]),
     "letters-test.yaml": ("trl", "grpo", []),

@@ -280,6 +280,8 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
             f"env '{spec.name}' brings its own reward components; add registered ones with --extra_rewards "
             "instead of --reward_funcs/--reward_model_name_or_path"
         )
+    if command == "grpo":
+        check_generation_backend(script_args, training_args)
     if command == "sft" and not user_data:
         try:
             spec.sft_dataset_name(script_args.sft_dataset)
@@ -287,6 +289,22 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
             raise LaunchError(f"{exc.args[0]} (or pass --dataset_name)") from None
         if training_args.eval_strategy != "no":
             raise LaunchError("environment SFT datasets have no eval split; pass --eval_strategy no or a --dataset_name")
+
+
+def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args) -> None:
+    """The per-turn cap and the compile switch must be ones the chosen generation backend reads:
+    vLLM takes ``generation_kwargs`` as sampling parameters (``max_tokens``), transformers as a
+    generation config (``max_new_tokens``), and each would ignore or reject the other's name."""
+    kwargs = training_args.generation_kwargs or {}
+    vllm = training_args.use_vllm
+    wrong, right = ("max_new_tokens", "max_tokens") if vllm else ("max_tokens", "max_new_tokens")
+    if wrong in kwargs:
+        backend = "vLLM (use_vllm true)" if vllm else "transformers generate (use_vllm false)"
+        raise LaunchError(f"generation_kwargs '{wrong}' is not a {backend} option: name the per-turn cap '{right}'")
+    if script_args.compile_generation and (vllm or training_args.use_transformers_continuous_batching):
+        raise LaunchError(
+            "--compile_generation speeds up plain generate: drop it, or use_vllm / use_transformers_continuous_batching"
+        )
 
 
 def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) -> ParsedTraining:
