@@ -1,0 +1,185 @@
+"""Generation speed inside the real GRPO step, the generation backends side by side in one run.
+
+Each mode trains ``EnvGRPOTrainer`` for ``--steps`` steps exactly as ``rlplugs grpo`` builds it,
+and times what the step spends generating (every call of TRL's ``_generate_single_turn``, CUDA
+synchronised) and the whole step:
+
+- ``plain``: TRL's ``generate`` with transformers' dynamic cache (TRL's default without vLLM);
+- ``compiled``: ``compile_generation`` (static cache, compiled decoding step, prompts bucketed by
+  ``pad_to_multiple_of``); its first step includes the compile, later steps show whether it recurs;
+- ``continuous``: ``use_transformers_continuous_batching``.
+
+factorio-build is single-turn (``--completions`` programs per step in groups of
+``--num_generations``, the env's real prompts); ``--multi_turn`` adds a clembench-games step (its
+episodes' rounds through the same backends). vLLM cannot run on the benchmark machine (it pins
+another torch), so it is not among the modes.
+
+    python benchmarks/generation.py --out benchmarks/results/generation.json --key h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+MODES = ("plain", "compiled", "continuous")
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None, help="model directory (default: the SmolLM2-135M-Instruct fixture)")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--multi_turn_modes", default="", help="modes for the clembench-games step (empty: none)")
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--completions", type=int, default=64)
+    p.add_argument("--num_generations", type=int, default=8)
+    p.add_argument("--max_completion_length", type=int, default=2048)
+    p.add_argument("--turn_tokens", type=int, default=300, help="multi-turn: per-turn cap")
+    p.add_argument("--workers", type=int, default=8, help="factorio sandbox workers")
+    p.add_argument("--out", default="benchmarks/results/generation.json")
+    p.add_argument("--key", default=None, help="store under this key of --out, keeping the file's other keys")
+    return p.parse_args()
+
+
+def synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+class GenerationMeter:
+    """Times every generation call of a trainer and the steps around them."""
+
+    def __init__(self, trainer):
+        from transformers import TrainerCallback
+
+        self.calls: list[dict] = []
+        self.steps: list[float] = []
+        meter, generate = self, trainer._generate_single_turn
+
+        def timed(prompt_ids, *args, **kwargs):
+            synchronize()
+            start = time.perf_counter()
+            ids, logprobs = generate(prompt_ids, *args, **kwargs)
+            synchronize()
+            meter.calls.append({"step": trainer.state.global_step, "seconds": time.perf_counter() - start,
+                                "rows": len(ids), "tokens": sum(len(x) for x in ids)})  # fmt: skip
+            return ids, logprobs
+
+        class StepClock(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kw):
+                synchronize()
+                self.start = time.perf_counter()
+
+            def on_step_end(self, args, state, control, **kw):
+                synchronize()
+                meter.steps.append(time.perf_counter() - self.start)
+
+        trainer._generate_single_turn = timed
+        trainer.add_callback(StepClock())
+
+    def per_step(self) -> list[dict]:
+        out = []
+        for step, seconds in enumerate(self.steps):
+            calls = [c for c in self.calls if c["step"] == step]
+            gen = sum(c["seconds"] for c in calls)
+            tokens = sum(c["tokens"] for c in calls)
+            out.append({"step_s": round(seconds, 2), "generation_s": round(gen, 2), "generated_tokens": tokens,
+                        "calls": len(calls), "tok_per_s": round(tokens / gen, 1) if gen else None})  # fmt: skip
+        return out
+
+
+def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
+    import torch
+    import torch._dynamo.utils as dynamo_utils
+    from trl import GRPOConfig
+
+    from rlplugs.adapters.trl.rewards import EnvRewardFunctions
+    from rlplugs.adapters.trl.rollout import make_episode_rollout
+    from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
+    from rlplugs.registry import make_env
+
+    spec = make_env(env, env_args)
+    rewards = EnvRewardFunctions(spec)
+    generation_kwargs = {"max_new_tokens": a.turn_tokens} if multi_turn else None
+    cuda = torch.cuda.is_available()  # elsewhere only a smoke run of this script: fp32 on the CPU
+    args = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix=f"gen-{mode}-"), bf16=cuda, use_cpu=not cuda,
+        model_init_kwargs={"dtype": "bfloat16" if cuda else "float32"},
+        per_device_train_batch_size=a.completions, num_generations=a.num_generations,
+        max_completion_length=a.max_completion_length, generation_kwargs=generation_kwargs, temperature=0.7,
+        beta=0.0, learning_rate=1e-6, max_steps=a.steps, logging_steps=1, save_strategy="no", report_to="none",
+        gradient_checkpointing=True, use_transformers_continuous_batching=mode == "continuous", seed=0,
+        reward_weights=rewards.weights,
+    )  # fmt: skip
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    graphs_before = dynamo_utils.counters["stats"]["unique_graphs"]
+    trainer = EnvGRPOTrainer(
+        model=a.model, reward_funcs=rewards.functions, args=args, train_dataset=spec.dataset("train"),
+        rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=mode == "compiled",
+    )  # fmt: skip
+    meter = GenerationMeter(trainer)
+    trainer.train()
+    steps = meter.per_step()
+    later = steps[1:] or steps
+    result = {
+        "steps": steps,
+        "median_later_step_s": statistics.median(s["step_s"] for s in later),
+        "median_later_generation_s": statistics.median(s["generation_s"] for s in later),
+        "median_later_tok_per_s": statistics.median(s["tok_per_s"] for s in later),
+        "first_step_extra_s": round(steps[0]["step_s"] - statistics.median(s["step_s"] for s in later), 1),
+        "compiled_graphs": dynamo_utils.counters["stats"]["unique_graphs"] - graphs_before,
+        "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if cuda else None,
+        "mean_reward": next((h["reward"] for h in reversed(trainer.state.log_history) if "reward" in h), None),
+    }
+    print(mode, "multi-turn" if multi_turn else "", result, flush=True)
+    del trainer
+    if cuda:
+        torch.cuda.empty_cache()
+    return result
+
+
+def main() -> None:
+    a = parse()
+    load = os.getloadavg()[0]
+    if a.model is None:
+        from rlplugs.testing.smollm2 import smollm2_dir
+
+        a.model = str(smollm2_dir())
+    rows = a.completions // a.num_generations
+    factorio_args = {"rows": max(rows * a.steps, 8), "eval_rows": 1, "workers": a.workers}
+    results: dict = {"factorio-build": {}, "model": Path(a.model).name, "settings": {
+        "completions_per_step": a.completions, "num_generations": a.num_generations,
+        "max_completion_length": a.max_completion_length, "temperature": 0.7, "dtype": "bfloat16"}}  # fmt: skip
+    for mode in [m for m in a.modes.split(",") if m]:
+        results["factorio-build"][mode] = run_mode(a, "factorio-build", factorio_args, mode, multi_turn=False)
+    games = {"games": ["wordle"], "seats": "single", "train_per_experiment": rows * a.steps}
+    for mode in [m for m in a.multi_turn_modes.split(",") if m]:
+        results.setdefault("clembench-games", {"turn_tokens": a.turn_tokens, "env_args": games})[mode] = run_mode(
+            a, "clembench-games", games, mode, multi_turn=True
+        )
+    for env in ("factorio-build", "clembench-games"):
+        modes = results.get(env, {})
+        if "plain" in modes:
+            base = modes["plain"]
+            results.setdefault("ratios_vs_plain", {})[env] = {
+                m: {"tok_per_s": round(r["median_later_tok_per_s"] / base["median_later_tok_per_s"], 2),
+                    "step_time_shorter": round(base["median_later_step_s"] / r["median_later_step_s"], 2)}
+                for m, r in modes.items() if isinstance(r, dict) and "steps" in r and m != "plain"
+            }  # fmt: skip
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from result_file import write_result
+
+    write_result(a.out, results, load, key=a.key, shared=False)
+
+
+if __name__ == "__main__":
+    main()
