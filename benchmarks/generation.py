@@ -58,9 +58,13 @@ class GenerationMeter:
     def __init__(self, trainer):
         from transformers import TrainerCallback
 
+        from rlplugs.adapters.trl.rollout import EpisodeRollout
+
         self.calls: list[dict] = []
         self.steps: list[float] = []
-        meter, generate = self, trainer._generate_single_turn
+        self.rollout_tokens: dict[int, int] = {}  # multi-turn: tokens of real rounds (fillers left out)
+        meter, generate, round_of = self, trainer._generate_single_turn, EpisodeRollout._generate
+        self.close = lambda: setattr(EpisodeRollout, "_generate", round_of)  # undo the class-level wrap
 
         def timed(prompt_ids, *args, **kwargs):
             synchronize()
@@ -80,7 +84,14 @@ class GenerationMeter:
                 synchronize()
                 meter.steps.append(time.perf_counter() - self.start)
 
+        def counted(rollout, contexts, width):
+            results = round_of(rollout, contexts, width)
+            step = trainer.state.global_step
+            meter.rollout_tokens[step] = meter.rollout_tokens.get(step, 0) + sum(len(r[0]) for r in results or [])
+            return results
+
         trainer._generate_single_turn = timed
+        EpisodeRollout._generate = counted
         trainer.add_callback(StepClock())
 
     def per_step(self) -> list[dict]:
@@ -88,7 +99,7 @@ class GenerationMeter:
         for step, seconds in enumerate(self.steps):
             calls = [c for c in self.calls if c["step"] == step]
             gen = sum(c["seconds"] for c in calls)
-            tokens = sum(c["tokens"] for c in calls)
+            tokens = self.rollout_tokens.get(step, sum(c["tokens"] for c in calls))
             out.append({"step_s": round(seconds, 2), "generation_s": round(gen, 2), "generated_tokens": tokens,
                         "calls": len(calls), "tok_per_s": round(tokens / gen, 1) if gen else None})  # fmt: skip
         return out
@@ -125,7 +136,10 @@ def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
         rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=mode == "compiled",
     )  # fmt: skip
     meter = GenerationMeter(trainer)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        meter.close()
     steps = meter.per_step()
     later = steps[1:] or steps
     result = {
