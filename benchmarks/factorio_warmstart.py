@@ -39,6 +39,10 @@ def reverify(config: FactorioBuildConfig, scorer: ProgramScorer, programs: list[
     return [v.success for v in scorer.verdicts(samples)]
 
 
+def measure(programs: list[dict], ref: str, pairs: int) -> dict:
+    return diversity.measure([q["source"] for q in programs], ref, pairs, hashes=[q["hash"] for q in programs])
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,9 +67,9 @@ def main() -> None:
         "task": config.task,
         "n_scenes": config.n_scenes,
         "sets": {
-            "warmstart-800 (template)": diversity.measure([q["source"] for q in old], ref, a.pairs),
-            f"warmstart-diverse-{a.size}": diversity.measure([q["source"] for q in new], ref, a.pairs),
-            f"added {len(added)} (builders + rewrites)": diversity.measure([q["source"] for q in added], ref, a.pairs),
+            "warmstart-800 (template)": measure(old, ref, a.pairs),
+            f"warmstart-diverse-{a.size}": measure(new, ref, a.pairs),
+            f"added {len(added)} (builders + rewrites)": measure(added, ref, a.pairs),
         },
         "added_by_builder": dict(Counter(q["builder"] for q in added).most_common()),
         "added_rewrites_applied": dict(Counter(r for q in added for r in q["rewrites"]).most_common()),

@@ -56,6 +56,8 @@ def test_each_builder_passes_the_sandbox_and_verifies_on_every_train_family(scor
     sources = [src for src in builders.values() for _ in first_rows]
     assert success_on_rows(scorer, sources, first_rows * len(builders)) == [1.0] * len(sources)
     assert len({diversity.structure_hash(s) for s in builders.values()}) == len(builders)
+    template = [reference.program(), reference.program(reach=4, facings=("N", "E", "S", "W"), drill_coal=(20, 5))]
+    assert len({diversity.structure_hash(s) for s in template}) == 1  # knobs are not structure
 
 
 def function_names(source: str) -> set[str]:
@@ -92,8 +94,9 @@ def test_diverse_set_extends_the_800_set_and_its_added_programs_verify(programs,
 
 def test_added_programs_are_more_diverse_than_the_template_set(programs):
     ref = reference.program()
-    old = diversity.measure([p["source"] for p in programs[:ADDED]], ref, pairs=60)
-    new = diversity.measure([p["source"] for p in programs[diverse.PREFIX :]], ref, pairs=60)
+    old, new = programs[:ADDED], programs[diverse.PREFIX :]
+    old = diversity.measure([p["source"] for p in old], ref, pairs=60, hashes=[p["hash"] for p in old])
+    new = diversity.measure([p["source"] for p in new], ref, pairs=60, hashes=[p["hash"] for p in new])
     assert old["distinct_normalised_asts"] == new["distinct_normalised_asts"] == ADDED
     assert new["distinct_structures"] > 2 * old["distinct_structures"]
     assert new["mean_pairwise_token_edit_distance_normalised"] > 2 * old["mean_pairwise_token_edit_distance_normalised"]
