@@ -37,7 +37,7 @@ def test_report_compares_evaluations_with_intervals(runs, tmp_path, plugin_env):
     out = rlplugs("report", *[str(runs / n) for n in names], "--labels", "tiny model,count ref,letters ref",
                   "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "tiny model" in out.stdout and "95% interval" in out.stdout
+    assert "written to" in out.stdout
     table = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["table"]
     assert [(r["run"], r["env"], r["split"]) for r in table] == [
         ("tiny model", "count-test", "validation"), ("count ref", "count-test", "validation"),
