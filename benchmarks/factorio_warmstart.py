@@ -20,23 +20,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from factorio_build import diverse, diversity, reference, rows, sft
+from factorio_build import diverse, diversity, reference, sft
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.scoring import ProgramScorer
-from rlplugs.rewards import Sample
 
 log = logging.getLogger("factorio_warmstart")
-
-
-def reverify(config: FactorioBuildConfig, scorer: ProgramScorer, programs: list[dict]) -> list[float]:
-    needed = 1 + max(int(p["row"].rsplit("/", 1)[1]) for p in programs)
-    index = {r.row_id: r for r in rows.draw_rows(config.task, "train", needed, config.n_scenes, config.seed)}
-    samples = [
-        Sample(prompt=None, completion=reference.as_completion(p["source"]),
-               row={"task": index[p["row"]].task, "split": "train", "seeds": list(index[p["row"]].seeds)})
-        for p in programs
-    ]  # fmt: skip
-    return [v.success for v in scorer.verdicts(samples)]
 
 
 def measure(programs: list[dict], ref: str, pairs: int) -> dict:
@@ -78,7 +66,7 @@ def main() -> None:
     }
     if a.reverify:
         sample = random.Random(0).sample(added, min(a.reverify, len(added)))
-        success = reverify(config, scorer, sample)
+        success = sft.success_on_own_rows(config, scorer, sample)
         result["reverified_added"] = {"programs": len(sample), "verified_on_every_scene": sum(s == 1.0 for s in success)}
     scorer.pool.close()
     result["wall_s"] = round(time.perf_counter() - start, 1)

@@ -18,7 +18,6 @@ from factorio_build.config import FactorioBuildConfig
 from factorio_build.programs import check_program
 from factorio_build.scoring import ProgramScorer
 from rlplugs.registry import make_env
-from rlplugs.rewards import Sample
 
 CONFIG = FactorioBuildConfig(workers=2)
 ADDED = 64
@@ -36,25 +35,14 @@ def programs(scorer):
     return diverse.verified_programs(CONFIG, diverse.PREFIX + ADDED, scorer)
 
 
-def success_on_rows(scorer: ProgramScorer, sources: list[str], row_ids: list[str]) -> list[float]:
-    needed = 1 + max(int(r.rsplit("/", 1)[1]) for r in row_ids)
-    index = {r.row_id: r for r in rows.draw_rows(CONFIG.task, "train", needed, CONFIG.n_scenes, CONFIG.seed)}
-    samples = [
-        Sample(prompt=None, completion=reference.as_completion(src),
-               row={"task": CONFIG.task, "split": "train", "seeds": list(index[r].seeds)})
-        for src, r in zip(sources, row_ids)
-    ]  # fmt: skip
-    return [v.success for v in scorer.verdicts(samples)]
-
-
 def test_each_builder_passes_the_sandbox_and_verifies_on_every_train_family(scorer):
     builders = {k: v for k, v in diverse.builder_sources().items() if k != "reference"}
     assert len(builders) >= 3
     first_rows = [s.row_id for s in rows.draw_rows(CONFIG.task, "train", 4, CONFIG.n_scenes)]  # one per family
     for source in builders.values():
         check_program(source)
-    sources = [src for src in builders.values() for _ in first_rows]
-    assert success_on_rows(scorer, sources, first_rows * len(builders)) == [1.0] * len(sources)
+    runs = [{"source": src, "row": row} for src in builders.values() for row in first_rows]
+    assert sft.success_on_own_rows(CONFIG, scorer, runs) == [1.0] * len(runs)
     assert len({diversity.structure_hash(s) for s in builders.values()}) == len(builders)
     template = [reference.program(), reference.program(reach=4, facings=("N", "E", "S", "W"), drill_coal=(20, 5))]
     assert len({diversity.structure_hash(s) for s in template}) == 1  # knobs are not structure
@@ -88,7 +76,7 @@ def test_diverse_set_extends_the_800_set_and_its_added_programs_verify(programs,
     assert all(normalized_hash(p["source"]) == p["hash"] for p in added)
     assert {p["builder"] for p in added} >= {"nearest_first", "ring_search", "cost_table"}
     sample = random.Random(0).sample(added, 16)
-    assert success_on_rows(scorer, [p["source"] for p in sample], [p["row"] for p in sample]) == [1.0] * 16
+    assert sft.success_on_own_rows(CONFIG, scorer, sample) == [1.0] * 16
     assert "warmstart-diverse-1200" in make_env("factorio-build").sft_datasets
 
 

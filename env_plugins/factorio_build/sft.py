@@ -125,6 +125,18 @@ def kept_stream(config, count, path, make, first_row: int, seen: set[str] = froz
     return state["kept"][:count]
 
 
+def success_on_own_rows(config: FactorioBuildConfig, scorer: ProgramScorer, programs: list[dict]) -> list[float]:
+    """Re-run kept programs (``{"source", "row"}``) on the train rows they were kept for."""
+    needed = 1 + max(int(p["row"].rsplit("/", 1)[1]) for p in programs)
+    index = {r.row_id: r for r in rows.draw_rows(config.task, "train", needed, config.n_scenes, config.seed)}
+    samples = [
+        Sample(prompt=None, completion=reference.as_completion(p["source"]),
+               row={"task": config.task, "split": "train", "seeds": list(index[p["row"]].seeds)})
+        for p in programs
+    ]  # fmt: skip
+    return [v.success for v in scorer.verdicts(samples)]
+
+
 def _save(path, state: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")

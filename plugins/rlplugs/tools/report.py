@@ -292,6 +292,9 @@ def plot_comparison(table: list[dict[str, Any]], path: Path, title: str = "") ->
         errors = [[m - (r["ci95"] or [m, m])[0] for m, r in zip(means, got)], [(r["ci95"] or [m, m])[1] - m for m, r in zip(means, got)]]
         bars = ax.bar(xs, means, width, yerr=errors, capsize=3, label=split)
         ax.bar_label(bars, labels=[_fmt(r["mean"]) for r in got], fontsize=7, padding=2)
+    tops = [r["ci95"][1] if r["ci95"] else (r["mean"] or 0.0) for r in table]
+    if min((r["mean"] or 0.0) for r in table) >= 0:
+        ax.set_ylim(0, max(1.0, *tops) * 1.15)  # room for the labels above a full bar
     ax.set_xticks(range(len(runs)), runs)
     ax.tick_params(axis="x", labelrotation=20)
     ax.set_ylabel(" / ".join(dict.fromkeys(r["metric"] for r in table)) + " (95% row-bootstrap)")
