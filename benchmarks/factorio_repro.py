@@ -11,13 +11,17 @@ Stages (``--stages``, comma-separated; each writes ``OUT/<stage>.json`` as soon 
 run split over several calls, or cut short, keeps what finished):
 
 - ``base``: evaluate the base model on validation and holdout;
-- ``sft93`` / ``sft800``: SFT on the warm-start set, then evaluate;
-- ``grpo93`` / ``grpo800``: GRPO from that SFT checkpoint, then evaluate; keeps reward per step;
+- ``sft93`` / ``sft800``: SFT on the warm-start set, then evaluate; ``sft1200``: SFT on the
+  diverse set ``warmstart-diverse-1200`` (the 800 set plus 400 programs of other builders and
+  rewrites, ``factorio_build.diverse``), not part of the default stages;
+- ``grpo93`` / ``grpo800`` / ``grpo1200``: GRPO from that SFT checkpoint, then evaluate; keeps
+  reward per step;
 - ``overhead``: median step time of ``trl grpo --env factorio-build`` vs a hand-written TRL script
   (``benchmarks/factorio_grpo_handwritten.py``) with the same model, data, reward and settings.
 
 ``--collect`` assembles the stage files into ``benchmarks/results/factorio_repro.json`` and a PNG
-of reward per GRPO step. The exact commands used are in ``benchmarks/README.md``.
+of reward per GRPO step; the evaluations themselves are compared by ``rlplugs report`` (one table
+and picture with row-bootstrap intervals, ``benchmarks/results/factorio_repro_evals.{json,png}``). The exact commands used are in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,12 @@ CARD = {  # Qwen3.5-9B, from the model card (holdout, and validation where given
     "sft800": {"holdout": 0.574},
     "grpo800": {"holdout": 0.840, "validation": 0.859},
 }
+DIVERSE_STAGES = ("sft1200", "grpo1200")  # no card figure: the card trained on its 800 set only
+
+
+def warmstart_set(size: int) -> str:
+    """The SFT dataset a stage size names: the card's template sets, else the diverse set."""
+    return f"warmstart-{size}" if size in (93, 800) else f"warmstart-diverse-{size}"
 
 
 def parse() -> argparse.Namespace:
@@ -118,7 +128,7 @@ def evaluate_model(a, model_dir: str, stage: str) -> dict:
 
 def sft(a, base: str, size: int) -> tuple[str, float]:
     out = a.out / f"sft{size}"
-    cmd = [*rlplugs_cmd(), "sft", "--env", ENV, "--env_args", env_args(a), "--sft_dataset", f"warmstart-{size}",
+    cmd = [*rlplugs_cmd(), "sft", "--env", ENV, "--env_args", env_args(a), "--sft_dataset", warmstart_set(size),
            "--model_name_or_path", base, "--output_dir", str(out), "--num_train_epochs", str(a.sft_epochs),
            "--learning_rate", str(a.sft_lr), "--lr_scheduler_type", "cosine", "--warmup_steps", "0.05",
            "--per_device_train_batch_size", "8", "--max_length", str(1300 + a.max_new_tokens),
@@ -223,12 +233,12 @@ def collect(a) -> None:
     stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json"))}
     meta = stages.pop("meta", {})
     table = []
-    for name in CARD:
+    for name in (*CARD, *DIVERSE_STAGES):
         if name in stages:
             ev = stages[name]["eval"]
             row = {"stage": name, "validation": ev.get("validation", {}).get("success"),
                    "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": stages[name].get("steps", 0),
-                   "train_wall_s": round(stages[name].get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD[name]}  # fmt: skip
+                   "train_wall_s": round(stages[name].get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD.get(name)}  # fmt: skip
             warm = stages.get(name.replace("grpo", "sft")) if name.startswith("grpo") else None
             if warm:
                 row["holdout_gain_over_warm_start"] = round(row["holdout"] - warm["eval"]["holdout"]["success"], 4)
@@ -243,6 +253,12 @@ def collect(a) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "factorio_repro.json").write_text(json.dumps(result, indent=2) + "\n")
     plot(result, dest / "factorio_repro.png")
+    evals = [a.out / f"eval-{row['stage']}" for row in table if (a.out / f"eval-{row['stage']}" / "report.json").exists()]
+    if evals:  # the same table and picture any set of evaluations gets, with intervals
+        subprocess.run([*rlplugs_cmd(), "report", *map(str, evals), "--labels", ",".join(p.name.removeprefix("eval-") for p in evals),
+                        "--out", str(a.out / "report"), "--title", f"factorio-build, {result['model'].split(' (')[0]}"], check=True)  # fmt: skip
+        for suffix in ("json", "png"):
+            (dest / f"factorio_repro_evals.{suffix}").write_bytes((a.out / "report" / f"comparison.{suffix}").read_bytes())
     log.info("wrote %s", dest / "factorio_repro.json")
 
 
@@ -255,7 +271,8 @@ def plot(result: dict, path: Path) -> None:
     x = range(len(names))
     left.bar([i - 0.2 for i in x], [r["validation"] for r in result["table"]], 0.4, label="validation")
     left.bar([i + 0.2 for i in x], [r["holdout"] for r in result["table"]], 0.4, label="holdout")
-    left.scatter([i + 0.2 for i in x], [r["card_qwen35_9b"]["holdout"] for r in result["table"]], color="k",
+    carded = [(i, r["card_qwen35_9b"]["holdout"]) for i, r in zip(x, result["table"]) if r["card_qwen35_9b"]]
+    left.scatter([i + 0.2 for i, _ in carded], [v for _, v in carded], color="k",
                  marker="_", s=400, zorder=3, label="card holdout (Qwen3.5-9B)")  # fmt: skip
     left.set_xticks(list(x), names)
     left.set_ylim(0, 1.05)

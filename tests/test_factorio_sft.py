@@ -11,13 +11,11 @@ import random
 import pytest
 from evolve.sandbox import normalized_hash
 
-from factorio_build import rows
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.programs import extract_program
 from factorio_build.scoring import ProgramScorer
-from factorio_build.sft import WARMSTART_SETS, candidate, sft_rows
+from factorio_build.sft import WARMSTART_SETS, candidate, sft_rows, success_on_own_rows
 from rlplugs.registry import make_env
-from rlplugs.rewards import Sample
 
 CONFIG = FactorioBuildConfig(workers=2)
 
@@ -31,16 +29,10 @@ def scorer():
 
 def verified_on_own_rows(scorer: ProgramScorer, records: list[dict]) -> list[float]:
     """Re-run each record's program on its own row; also re-derive its normalised hash."""
-    for record in records:
-        assert normalized_hash(extract_program(record["messages"][2]["content"])) == record["program_hash"]
-    needed = 1 + max(int(r["row_id"].rsplit("/", 1)[1]) for r in records)
-    index = {r.row_id: r for r in rows.draw_rows(CONFIG.task, "train", needed, CONFIG.n_scenes, CONFIG.seed)}
-    samples = []
-    for record in records:
-        spec = index[record["row_id"]]
-        row = {"task": spec.task, "split": spec.split, "seeds": list(spec.seeds)}
-        samples.append(Sample(prompt=record["messages"][:2], completion=record["messages"][2]["content"], row=row))
-    return [v.success for v in scorer.verdicts(samples)]
+    programs = [{"source": extract_program(r["messages"][2]["content"]), "row": r["row_id"]} for r in records]
+    for program, record in zip(programs, records):
+        assert normalized_hash(program["source"]) == record["program_hash"]
+    return success_on_own_rows(CONFIG, scorer, programs)
 
 
 def check_set(records: list[dict], size: int) -> None:

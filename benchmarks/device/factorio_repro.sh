@@ -29,6 +29,6 @@ fi
 while running && [ $((SECONDS - start)) -lt $wait_s ]; do sleep 10; done
 running && echo "still running after $((SECONDS - start)) s: call again to keep waiting" || echo "all chains ended"
 ls $repro
-cd $repro && tar czf $OUT/repro.tgz $(ls *.json *.log 2>/dev/null) $(ls -d eval-*/report.json eval-*/report.md eval-*/*.png 2>/dev/null)
+cd $repro && tar czf $OUT/repro.tgz $(ls *.json *.log 2>/dev/null) $(ls -d eval-*/report.json eval-*/report.md eval-*/samples.jsonl eval-*/*.png 2>/dev/null)
 tail -c 2500 $repro/chain_a.log; tail -c 2500 $repro/chain_b.log 2>/dev/null
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader

@@ -11,7 +11,7 @@ import functools
 import rlplugs
 from rlplugs import EnvSpec, EvalProtocol, QWEN35_LORA_TARGETS, Registration, RewardComponent, Sample
 
-from factorio_build import pictures, prompt, reference, rows, sft
+from factorio_build import diverse, pictures, prompt, reference, rows, sft
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.scoring import ProgramScorer
 
@@ -75,14 +75,18 @@ def build_env(config: FactorioBuildConfig | None = None) -> EnvSpec:
         eval=EVAL,
         trainer_defaults={"chat_template_kwargs": {"enable_thinking": False}},
         model_defaults={"lora_target_modules": list(QWEN35_LORA_TARGETS), "lora_r": 16, "lora_alpha": 32},
-        sft_datasets={
-            name: functools.partial(sft.sft_dataset, config, size) for name, size in sft.WARMSTART_SETS.items()
-        }
-        if solvable
-        else {},
+        sft_datasets=sft_sets(config) if solvable else {},
         reference_policy=reference.reference_policy if solvable else None,
         render=functools.partial(pictures.render, scorer=scorer),
     )
+
+
+def sft_sets(config: FactorioBuildConfig) -> dict:
+    """The template warm-start sets, and the diverse set where the task has builders."""
+    sets = {name: functools.partial(sft.sft_dataset, config, size) for name, size in sft.WARMSTART_SETS.items()}
+    if config.task in diverse.TASKS:
+        sets |= {name: functools.partial(sft.sft_dataset, config, size, True) for name, size in diverse.DIVERSE_SETS.items()}
+    return sets
 
 
 @rlplugs.hookimpl

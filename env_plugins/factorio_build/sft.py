@@ -89,33 +89,52 @@ def _cache_path(config: FactorioBuildConfig):
 
 def verified_programs(config: FactorioBuildConfig, count: int, scorer: ProgramScorer | None = None) -> list[dict]:
     """The first ``count`` kept programs: ``{"source", "hash", "row"}`` (``row`` a train row)."""
-    path = _cache_path(config)
+    rng = random.Random(f"factorio-build-sft-{config.task}")
+    return kept_stream(config, count, _cache_path(config), lambda: (candidate(rng), {}), first_row=0, scorer=scorer)
+
+
+def kept_stream(config, count, path, make, first_row: int, seen: set[str] = frozenset(), scorer=None) -> list[dict]:
+    """The first ``count`` programs of the stream ``make()`` (a deterministic generator of
+    ``(source, extra fields)``) that verify on every scene of their train row and whose normalised
+    hash is new (also against ``seen``); candidate ``k`` runs on train row ``first_row + k``.
+    Cached at ``path`` after every batch, so a larger ask extends the cached stream."""
     state = json.loads(path.read_text()) if path.exists() else {"tried": 0, "kept": []}
     if len(state["kept"]) >= count:
         return state["kept"][:count]
     scorer = scorer or ProgramScorer(config)
-    rng = random.Random(f"factorio-build-sft-{config.task}")
     for _ in range(state["tried"]):  # replay the stream up to where the cache stopped
-        candidate(rng)
-    seen = {p["hash"] for p in state["kept"]}
+        make()
+    seen = set(seen) | {p["hash"] for p in state["kept"]}
     while len(state["kept"]) < count:
-        tried = state["tried"]
+        tried = first_row + state["tried"]
         specs = rows.draw_rows(config.task, "train", tried + BATCH, config.n_scenes, config.seed)[tried:]
-        sources = [candidate(rng) for _ in specs]
+        made = [make() for _ in specs]
         samples = [
             Sample(prompt=None, completion=reference.as_completion(src),
                    row={"task": s.task, "split": s.split, "seeds": list(s.seeds), "row_id": s.row_id})
-            for src, s in zip(sources, specs)
+            for (src, _), s in zip(made, specs)
         ]
-        for src, spec, verdict in zip(sources, specs, scorer.verdicts(samples)):
+        for (src, extra), spec, verdict in zip(made, specs, scorer.verdicts(samples)):
             digest = normalized_hash(src)
             if isinstance(verdict, Verdict) and verdict.outcome == "ok" and verdict.success == 1.0 and digest not in seen:
                 seen.add(digest)
-                state["kept"].append({"source": src, "hash": digest, "row": spec.row_id})
-        state["tried"] = tried + BATCH
+                state["kept"].append({"source": src, "hash": digest, "row": spec.row_id, **extra})
+        state["tried"] += BATCH
         _save(path, state)  # after every batch, so an interrupted run resumes where it stopped
-        log.info("factorio-build SFT: %d kept of %d tried", len(state["kept"]), state["tried"])
+        log.info("factorio-build SFT (%s): %d kept of %d tried", path.name, len(state["kept"]), state["tried"])
     return state["kept"][:count]
+
+
+def success_on_own_rows(config: FactorioBuildConfig, scorer: ProgramScorer, programs: list[dict]) -> list[float]:
+    """Re-run kept programs (``{"source", "row"}``) on the train rows they were kept for."""
+    needed = 1 + max(int(p["row"].rsplit("/", 1)[1]) for p in programs)
+    index = {r.row_id: r for r in rows.draw_rows(config.task, "train", needed, config.n_scenes, config.seed)}
+    samples = [
+        Sample(prompt=None, completion=reference.as_completion(p["source"]),
+               row={"task": config.task, "split": "train", "seeds": list(index[p["row"]].seeds)})
+        for p in programs
+    ]  # fmt: skip
+    return [v.success for v in scorer.verdicts(samples)]
 
 
 def _save(path, state: dict) -> None:
@@ -125,20 +144,24 @@ def _save(path, state: dict) -> None:
     os.replace(tmp, path)
 
 
-def sft_rows(config: FactorioBuildConfig, count: int) -> list[dict]:
-    """Chat-format SFT records: the row's prompt and the program as the assistant's answer."""
+def sft_rows(config: FactorioBuildConfig, count: int, diverse: bool = False) -> list[dict]:
+    """Chat-format SFT records: the row's prompt and the program as the assistant's answer
+    (``diverse``: the set of :mod:`factorio_build.diverse`, whose first 800 are this module's)."""
+    from factorio_build import diverse as diverse_set  # it builds on this module
+
     messages = prompt.messages(config.task, config.n_scenes)
+    programs = diverse_set.verified_programs(config, count) if diverse else verified_programs(config, count)
     return [
         {
             "messages": [*messages, {"role": "assistant", "content": reference.as_completion(p["source"])}],
             "row_id": p["row"],
             "program_hash": p["hash"],
         }
-        for p in verified_programs(config, count)
+        for p in programs
     ]
 
 
-def sft_dataset(config: FactorioBuildConfig, count: int):
+def sft_dataset(config: FactorioBuildConfig, count: int, diverse: bool = False):
     from datasets import Dataset
 
-    return Dataset.from_list(sft_rows(config, count))
+    return Dataset.from_list(sft_rows(config, count, diverse))

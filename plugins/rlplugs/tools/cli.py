@@ -2,7 +2,7 @@
 
 ``list`` and ``preflight`` answer "what is installed" and "will this env's rewards compute"
 before any compute is spent. ``eval`` runs an environment's evaluation protocol and writes a
-report. ``grpo``/``sft`` hand every remaining argument to the TRL launcher, so TRL's own flags,
+report; ``report`` puts several such reports side by side (one table, one picture, intervals). ``grpo``/``sft`` hand every remaining argument to the TRL launcher, so TRL's own flags,
 ``--config`` and the accelerate options keep their meaning. Plugins add further commands
 (``ckpt``, ``games``, ``prm``, ...) through the ``rlplugs_add_cli_commands`` hook; this module
 never names them.
@@ -153,6 +153,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from rlplugs.tools.eval_command import writable_dir
+    from rlplugs.tools.report import write_comparison
+
+    labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
+    table = write_comparison(args.runs, writable_dir(args.out, "--out"), labels, args.metric, args.title or "")
+    shown = Table("run", "env", "policy", "split", "metric", "rows", "mean", "95% interval", title=f"written to {args.out}")
+    for r in table:
+        ci = f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" if r["ci95"] else "n/a"
+        mean = "n/a" if r["mean"] is None else f"{r['mean']:.3f}"
+        shown.add_row(r["run"], str(r["env"]), str(r["policy"]), r["split"], r["metric"], str(r["rows"]), mean, ci)
+    _console().print(shown)
+    return 0
+
+
 # --- training (delegated to the TRL launcher) ------------------------------------------------
 
 
@@ -186,6 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="run an env's evaluation protocol and write a report")
     _add_eval_arguments(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("report", help="one table and picture across several evaluations, with row-bootstrap intervals")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="evaluation folders (`rlplugs eval --out`)")
+    p.add_argument("--out", required=True, help="where comparison.{md,json,png} go")
+    p.add_argument("--labels", help="comma-separated names of the runs (default: folder names)")
+    p.add_argument("--metric", help="reward component to compare (default: each env's success component)")
+    p.add_argument("--title", help="title of the picture")
+    p.set_defaults(func=cmd_report)
 
     for command in TRAINING_COMMANDS:
         # Parsed by the TRL launcher (see main); listed here so `rlplugs --help` shows them.

@@ -186,3 +186,132 @@ def write_report(
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     (out / "report.md").write_text(markdown(meta, splits))
     return report
+
+
+# --- several evaluations side by side (``rlplugs report RUN...``) ----------------------------
+
+
+def load_run(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``report.json`` and the sample records of one evaluation folder; a folder that is not one
+    is a :class:`~rlplugs.errors.UsageError` naming what is missing."""
+    from rlplugs.errors import UsageError
+
+    folder = Path(folder)
+    if not (folder / "report.json").is_file() or not (folder / "samples.jsonl").is_file():
+        raise UsageError(f"{folder}: not an evaluation folder (needs report.json and samples.jsonl, as `rlplugs eval --out` writes)")
+    try:
+        report = json.loads((folder / "report.json").read_text())
+        records = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines() if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{folder}: report.json or samples.jsonl is not valid JSON ({exc}); re-run the evaluation") from None
+    return report, records
+
+
+def row_bootstrap(rows: list[list[float]], resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """95% percentile interval of the pooled mean when whole rows are resampled (a row's samples
+    share a prompt and are not independent). None without a scored value."""
+    import numpy as np
+
+    rows = [r for r in rows if r]
+    if not rows:
+        return None
+    sums = np.array([sum(r) for r in rows])
+    counts = np.array([len(r) for r in rows])
+    pick = np.random.default_rng(seed).integers(0, len(rows), size=(resamples, len(rows)))
+    means = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def compare_runs(folders: list[str | Path], labels: list[str] | None = None, metric: str | None = None) -> list[dict[str, Any]]:
+    """One row per (evaluation, split): the metric's mean over scored samples and its row-bootstrap
+    interval. ``metric`` defaults to each run's success component."""
+    from rlplugs.errors import UsageError
+
+    if labels is not None and len(labels) != len(folders):
+        raise UsageError(f"--labels gives {len(labels)} names for {len(folders)} runs; give one per run")
+    table = []
+    for i, folder in enumerate(folders):
+        report, records = load_run(folder)
+        name = metric or report.get("protocol", {}).get("success_component")
+        if not name:
+            raise UsageError(f"{folder}: the env declares no success component; choose one with --metric")
+        for split in report.get("splits", {}):
+            by_row: dict[Any, list[float]] = {}
+            for r in records:
+                if r.get("split") == split:
+                    value = r.get("scores", {}).get(name)
+                    by_row.setdefault(r.get("group", r.get("index")), []).extend([] if value is None else [value])
+            values = [v for vs in by_row.values() for v in vs]
+            interval = row_bootstrap(list(by_row.values()))
+            table.append({
+                "run": labels[i] if labels else Path(folder).name, "folder": str(folder), "env": report.get("env"),
+                "policy": report.get("policy"), "split": split, "metric": name, "rows": len(by_row),
+                "samples": sum(1 for r in records if r.get("split") == split), "scored": len(values),
+                "mean": sum(values) / len(values) if values else None,
+                "ci95": list(interval) if interval else None,
+            })  # fmt: skip
+    return table
+
+
+def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str:
+    lines = [
+        "# Evaluations compared",
+        "",
+        "Means over scored samples; 95% intervals from 2000 row-bootstrap resamples (whole rows resampled).",
+        "",
+        "| run | env | policy | split | metric | rows | samples (scored) | mean | 95% interval |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        ci = f"[{_fmt(r['ci95'][0])}, {_fmt(r['ci95'][1])}]" if r["ci95"] else "n/a"
+        lines.append(f"| {r['run']} | {r['env']} | {r['policy']} | {r['split']} | {r['metric']} | {r['rows']} | "
+                     f"{r['samples']} ({r['scored']}) | {_fmt(r['mean'])} | {ci} |")  # fmt: skip
+    lines += ["", *[f"![{Path(p).stem}]({p})" for p in pictures], ""]
+    return "\n".join(lines)
+
+
+def plot_comparison(table: list[dict[str, Any]], path: Path, title: str = "") -> Path | None:
+    """Bars per run, one colour per split, with the row-bootstrap intervals as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = list(dict.fromkeys(r["run"] for r in table))
+    splits = list(dict.fromkeys(r["split"] for r in table))
+    if all(r["mean"] is None for r in table):
+        return None
+    width = 0.8 / len(splits)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(runs) * max(1, len(splits) / 2) + 2), 3.6))
+    for k, split in enumerate(splits):
+        rows = {r["run"]: r for r in table if r["split"] == split}
+        xs = [i + (k - (len(splits) - 1) / 2) * width for i, run in enumerate(runs) if run in rows]
+        got = [rows[run] for run in runs if run in rows]
+        means = [r["mean"] or 0.0 for r in got]
+        errors = [[m - (r["ci95"] or [m, m])[0] for m, r in zip(means, got)], [(r["ci95"] or [m, m])[1] - m for m, r in zip(means, got)]]
+        bars = ax.bar(xs, means, width, yerr=errors, capsize=3, label=split)
+        ax.bar_label(bars, labels=[_fmt(r["mean"]) for r in got], fontsize=7, padding=2)
+    tops = [r["ci95"][1] if r["ci95"] else (r["mean"] or 0.0) for r in table]
+    if min((r["mean"] or 0.0) for r in table) >= 0:
+        ax.set_ylim(0, max(1.0, *tops) * 1.15)  # room for the labels above a full bar
+    ax.set_xticks(range(len(runs)), runs)
+    ax.tick_params(axis="x", labelrotation=20)
+    ax.set_ylabel(" / ".join(dict.fromkeys(r["metric"] for r in table)) + " (95% row-bootstrap)")
+    ax.set_title(title or "evaluations compared")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_comparison(folders: list[str | Path], out: Path, labels: list[str] | None = None, metric: str | None = None,
+                     title: str = "") -> list[dict[str, Any]]:  # fmt: skip
+    """``comparison.json``, ``comparison.md`` and ``comparison.png`` for several evaluations."""
+    table = compare_runs(folders, labels, metric)
+    out.mkdir(parents=True, exist_ok=True)
+    picture = plot_comparison(table, out / "comparison.png", title)
+    (out / "comparison.json").write_text(json.dumps({"runs": [str(f) for f in folders], "table": table}, indent=2) + "\n")
+    (out / "comparison.md").write_text(comparison_markdown(table, [picture.name] if picture else []))
+    return table

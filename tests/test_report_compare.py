@@ -1,0 +1,91 @@
+"""``rlplugs report RUN...``: several evaluations in one table and picture, with row-bootstrap
+intervals, from the folders ``rlplugs eval`` writes (made here by the real command)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from rlplugs.tools.report import row_bootstrap
+from test_cli import RLPLUGS
+
+
+def rlplugs(*args: str, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([RLPLUGS, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_qwen35, plugin_env):
+    """Three evaluations: the tiny model and the reference on count-test, the reference on letters-test."""
+    root = tmp_path_factory.mktemp("evals")
+    commands = {
+        "tiny": ["--env", "count-test", "--model", str(tiny_qwen35), "--rows", "4", "--samples", "2",
+                 "--max_new_tokens", "6", "--temperature", "1.0"],
+        "count-ref": ["--env", "count-test", "--policy", "reference"],
+        "letters-ref": ["--env", "letters-test", "--policy", "reference"],
+    }  # fmt: skip
+    for name, args in commands.items():
+        out = rlplugs("eval", *args, "--out", str(root / name), env=plugin_env)
+        assert out.returncode == 0, out.stderr[-2000:]
+    return root
+
+
+def test_report_compares_evaluations_with_intervals(runs, tmp_path, plugin_env):
+    names = ["tiny", "count-ref", "letters-ref"]
+    out = rlplugs("report", *[str(runs / n) for n in names], "--labels", "tiny model,count ref,letters ref",
+                  "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "written to" in out.stdout
+    table = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["table"]
+    assert [(r["run"], r["env"], r["split"]) for r in table] == [
+        ("tiny model", "count-test", "validation"), ("count ref", "count-test", "validation"),
+        ("letters ref", "letters-test", "validation"),
+    ]  # fmt: skip
+    for name, row in zip(names, table):
+        report = json.loads((runs / name / "report.json").read_text())["splits"]["validation"]
+        assert row["mean"] == pytest.approx(report["success_rate"])  # the eval's own figure
+        assert row["rows"] == report["counts"]["rows"] and row["samples"] == report["counts"]["samples"]
+        assert row["ci95"][0] <= row["mean"] <= row["ci95"][1]
+    assert table[1]["mean"] == 1.0 and table[1]["ci95"] == [1.0, 1.0]  # the reference always succeeds
+    assert (tmp_path / "cmp" / "comparison.png").stat().st_size > 5000
+    md = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert "| letters ref | letters-test |" in md and "![comparison](comparison.png)" in md
+
+
+def test_report_of_a_component_other_than_success(runs, tmp_path, plugin_env):
+    out = rlplugs("report", str(runs / "tiny"), str(runs / "count-ref"), "--metric", "final_len",
+                  "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    table = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["table"]
+    assert [r["metric"] for r in table] == ["final_len", "final_len"]
+    report = json.loads((runs / "tiny" / "report.json").read_text())["splits"]["validation"]
+    assert table[0]["mean"] == pytest.approx(report["components"]["final_len"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{missing}"], "not an evaluation folder"),
+        (["{tiny}", "{tiny}", "--labels", "one"], "--labels gives 1 names for 2 runs"),
+        (["{broken}"], "is not valid JSON"),
+    ],
+)
+def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plugin_env):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "report.json").write_text("{not json")
+    (broken / "samples.jsonl").write_text("")
+    paths = {"missing": str(tmp_path / "nope"), "tiny": str(runs / "tiny"), "broken": str(broken)}
+    out = rlplugs("report", *[a.format(**paths) for a in args], "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=120)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_row_bootstrap_resamples_whole_rows():
+    assert row_bootstrap([[1.0, 1.0], [1.0]]) == (1.0, 1.0)
+    low, high = row_bootstrap([[1.0] * 10, [0.0] * 10])  # two rows: resampled means are 0, 0.5 or 1
+    assert (low, high) == (0.0, 1.0)
+    low, high = row_bootstrap([[1.0, 0.0]] * 20)  # every row the same: no spread between rows
+    assert low == high == 0.5
+    assert row_bootstrap([[], []]) is None
