@@ -2,7 +2,8 @@
 
 ``list`` and ``preflight`` answer "what is installed" and "will this env's rewards compute"
 before any compute is spent. ``eval`` runs an environment's evaluation protocol and writes a
-report; ``report`` puts several such reports side by side (one table, one picture, intervals). ``grpo``/``sft`` hand every remaining argument to the TRL launcher, so TRL's own flags,
+report; ``report`` puts several such reports side by side (one table, one picture, intervals).
+``grpo``/``sft`` hand every remaining argument to the TRL launcher, so TRL's own flags,
 ``--config`` and the accelerate options keep their meaning. Plugins add further commands
 (``ckpt``, ``games``, ``prm``, ...) through the ``rlplugs_add_cli_commands`` hook; this module
 never names them.
