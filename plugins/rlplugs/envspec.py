@@ -35,7 +35,6 @@ from rlplugs.episode import EpisodeFactory, Policy
 from rlplugs.rewards import RewardComponent, Sample, Score, UnscoredLedger, run_sync, score_components
 
 
-
 class EvalProtocol(StrictConfig):
     """How an environment is evaluated (the model card's protocol)."""
 

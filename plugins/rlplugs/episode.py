@@ -196,7 +196,6 @@ class _Unstarted:
         prompt = row.get("prompt")
         self.messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt or [])
         self.seat = str(row.get("seat") or "player")
-        self.row = row
 
     done = True
     current_seat = property(lambda self: self.seat)

@@ -50,6 +50,16 @@ def build_callbacks(script_args, training_args, spec) -> list:
     return [fixup.trainer_callback(training_args, spec) for fixup in fixups(script_args)]
 
 
+def train_and_save(trainer, training_args, spec) -> None:
+    """Train (resuming where asked), save the final model, push it if asked, and end the run."""
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=spec.name)
+    if hasattr(trainer, "end"):  # transformers >= 5.18: finish trackers, destroy the process group
+        trainer.end()
+
+
 def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset_args, spec) -> None:
     """Train; the arguments were checked by :func:`~rlplugs.adapters.trl.arguments.parse_training_args`."""
     from trl import get_peft_config, get_quantization_config
@@ -89,15 +99,10 @@ def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset
         filter_zero_spread_groups=script_args.filter_zero_spread_groups,
         compile_generation=script_args.compile_generation,
     )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
+    train_and_save(trainer, training_args, spec)
     summary = rewards.ledger.summary()
     if any(v["unscored"] for v in summary.values()):
         log.warning("unscored rewards during training: %s", summary)
-    if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=spec.name)
-    if hasattr(trainer, "end"):  # transformers >= 5.18: finish trackers, destroy the process group
-        trainer.end()
 
 
 def make_parser(prog: str | None = None):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from rlplugs.adapters.trl.arguments import make_sft_parser, parse_training_args
-from rlplugs.adapters.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs
+from rlplugs.adapters.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs, train_and_save
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,7 @@ def main(script_args, training_args, model_args, dataset_args, spec) -> None:
         quantization_config=get_quantization_config(model_args),
         peft_config=get_peft_config(model_args),
     )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
-    if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=spec.name)
-    if hasattr(trainer, "end"):
-        trainer.end()
+    train_and_save(trainer, training_args, spec)
 
 
 def make_parser(prog: str | None = None):
