@@ -17,32 +17,17 @@ another rank's answers.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gloo_ranks import run_two_ranks
 
 pytest.importorskip("trl")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ranks_with_unequal_episodes_make_equal_generation_calls(tmp_path, tiny_qwen35, plugin_env):
-    env = dict(plugin_env, OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1", HF_HUB_OFFLINE="1")
-    cmd = [
-        str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
-        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(_free_port()), __file__, str(tmp_path), str(tiny_qwen35),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = run_two_ranks(__file__, tmp_path, tiny_qwen35, env=plugin_env, timeout=600)
     # the two ranks played episodes of different lengths, to the end ...
     assert sorted(r["turns_played"] for r in ranks) == [[1] * 4, [4] * 4]
     # ... and still made the same calls, with the same number of contexts each, every step

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from gloo_ranks import run_two_ranks
 
 from rlplugs.adapters.trl.trainer import zero_spread_rows
 
@@ -53,31 +51,8 @@ def test_group_with_a_single_scored_row_has_no_spread():
     assert zero_spread_rows(rewards, torch.tensor([1.0]), group_size=4).all()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _by_rank(stderr: str) -> str:
-    """Each rank's last lines apart: when one rank dies, the other's long "connection reset"
-    traceback would otherwise fill the message and hide why."""
-    lines = stderr.splitlines()
-    parts = {tag: [l for l in lines if l.startswith(f"[{tag}]")] for tag in ("rank0", "rank1")}
-    parts["untagged"] = [l for l in lines if not l.startswith("[rank")]
-    return "\n".join(f"--- {tag} ---\n" + "\n".join(part)[-2500:] for tag, part in parts.items())
-
-
 def test_filter_over_two_gloo_ranks_masks_whole_groups_and_renormalises(tmp_path, tiny_qwen35):
-    env = dict(os.environ, OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1", HF_HUB_OFFLINE="1")
-    cmd = [
-        str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
-        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(_free_port()), __file__, str(tmp_path), str(tiny_qwen35),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, _by_rank(proc.stderr)
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = run_two_ranks(__file__, tmp_path, tiny_qwen35)
     for case, (_, filtered) in CASES.items():
         r0, r1 = ranks[0][case], ranks[1][case]
         got = [i for i, f in enumerate(r0["filtered"] + r1["filtered"]) if f]
