@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from rlplugs import StrictConfig
-from rlplugs.config import unknown_options_message
+from rlplugs import StrictConfig, did_you_mean
 
 
 class RuleOptions(StrictConfig):
@@ -40,7 +39,8 @@ class RuleOptions(StrictConfig):
     def _known_keys(cls, options: Any) -> Any:
         unknown = [k for k in options if k not in cls.model_fields] if isinstance(options, dict) else []
         if unknown:  # nested in the env's options: say what was meant, as for top-level keys
-            raise ValueError(unknown_options_message(unknown, list(cls.model_fields), "rule_options"))
+            raise ValueError(f"unknown option {did_you_mean(unknown, list(cls.model_fields))}; "
+                             f"valid options: {', '.join(cls.model_fields)}")
         return options
 
 
