@@ -129,6 +129,8 @@ def test_taboo_guess_is_the_reply_after_the_prefix_and_several_words_are_just_wr
         ep.step(f"GUESS: {g}")
     assert ep.game.outcome == "failure" and ep.game.guesses == ["a big lamp", "torch", "candle"]
     assert ep.game.metrics()["Lose"] == 1.0 and ep.game.main_score() == 0
+    m = ep.game.metrics()  # one request per round (clue + guess), as clembench counts
+    assert (m["Request Count"], m["Parsed Request Count"], m["Violated Request Count"]) == (3.0, 3.0, 0.0)
     ep = episode("taboo", target="lantern", taboo=["planter"])
     ep.step("CLUE: a light you carry")
     ep.step("GUESS: Lantern!")
@@ -145,6 +147,8 @@ def test_taboo_replies_must_start_with_their_prefix(seat_replies, reason):
     for reply in seat_replies:
         ep.step(reply)
     assert ep.game.outcome == "aborted" and ep.game.abort_reason == reason
+    m = ep.game.metrics()
+    assert (m["Request Count"], m["Parsed Request Count"], m["Violated Request Count"]) == (1.0, 0.0, 1.0)
 
 
 @pytest.mark.parametrize("clue", ["CLUE: n r e t n a l", "CLUE: read it backwards: nretnal",

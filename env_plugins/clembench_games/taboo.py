@@ -146,6 +146,7 @@ class Taboo(GameMaster):
         self.options = rule_options(instance)
         self.guesses: list[str] = []
         self.clues: list[str] = []
+        self.rounds = 0  # rounds started (describer replies)
 
     def opening(self) -> None:
         self.ask("describer", "Give your first clue. Reply with CLUE: <your description>")
@@ -157,8 +158,17 @@ class Taboo(GameMaster):
     def main_score(self) -> float:
         return 100.0 / len(self.guesses) if self.outcome == "success" else 0.0
 
+    def metrics(self) -> dict[str, float]:
+        """Request counts per round (a clue and its guess are one request), as clembench counts them."""
+        m = super().metrics()
+        violated = m["Aborted"]
+        m.update({"Request Count": float(self.rounds), "Parsed Request Count": self.rounds - violated,
+                  "Violated Request Count": violated})
+        return m
+
     def on_reply(self, seat: str, text: str) -> None:
         if seat == "describer":
+            self.rounds += 1
             if not text.startswith("CLUE:"):
                 self.abort("describer reply does not start with 'CLUE:'")
                 return
