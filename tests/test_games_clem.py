@@ -256,3 +256,18 @@ def test_the_clem_command_refuses_an_unknown_game_and_a_used_out_in_one_line_bef
     (used / "scores.json").write_text("{}")
     done = clem("relay", out=used)
     assert done.returncode == 2 and "not empty" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_taboo_stems_like_clembenchs_stemmer_on_our_word_lists():
+    """clembench's taboo stems with NLTK's SnowballStemmer("english") (nltk comes with clemcore);
+    ours with the snowballstemmer package: the two agree on all but a handful of word forms."""
+    from nltk.stem.snowball import SnowballStemmer
+
+    from clembench_games.taboo import stem
+    from clembench_games.words import words
+
+    nltk_stem = SnowballStemmer("english").stem
+    base = sorted(set(words("noun")) | set(words("adjective")) | set(words("verb")))
+    forms = [w + end for w in base for end in ("", "s", "ing", "ed")]
+    differ = [w for w in forms if stem(w) != nltk_stem(w)]
+    assert len(differ) <= 8, differ[:20]  # 6 of 32,136 with snowballstemmer 2.2.0 (96 with 3.1.1)

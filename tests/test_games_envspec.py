@@ -56,11 +56,11 @@ def test_single_seat_rows_give_each_llm_seat_its_own_row_against_a_scripted_part
 def test_components_score_finished_episodes_and_aborts_are_real_zeros(spec):
     row = spec.dataset("validation")[0]
     won, broken = spec.episodes(row), spec.episodes(row)
-    won.step(f"GUESS: {won.game.target}\nEXPLANATION: x")
+    won.step(f"explanation: x\nguess: {won.game.target}")
     broken.step("no idea")
     scores = spec.score([Sample(row["prompt"], "", row, won), Sample(row["prompt"], "", row, broken)])
     assert {k: s.value for k, s in scores[0].items()} == {"main_score": 1.0, "played": 1.0, "success": 1.0}
-    assert scores[1]["main_score"].value == 0.0 and scores[1]["main_score"].reason == "aborted: reply has no 'GUESS:' line"
+    assert scores[1]["main_score"].value == 0.0 and scores[1]["main_score"].reason == "aborted: reply does not start with 'explanation:'"
     missing = spec.score([Sample(row["prompt"], "", row, None)])[0]["main_score"]
     assert missing.value is None and "no episode" in missing.reason  # unscored, not 0
 

@@ -146,15 +146,6 @@ class GameMaster:
         }
 
 
-def prefixed(text: str, key: str) -> str | None:
-    """The value after ``KEY:`` on the first line that starts with it (case-insensitive), or None."""
-    for line in text.strip().splitlines():
-        head, sep, rest = line.partition(":")
-        if sep and head.strip().lower() == key.lower():
-            return rest.strip()
-    return None
-
-
 @dataclass
 class GameEpisode:
     """A :class:`GameMaster` with a policy on ``trained_seats`` and scripted players elsewhere;

@@ -7,7 +7,8 @@ and then
 
 - wordle guesser: guesses the first dictionary word consistent with the clue and every feedback
   line so far (a constraint solver; it usually, not always, wins within six guesses);
-- wordle critic: agrees exactly when the proposed guess fits the clue and the feedback shown;
+- wordle critic: agrees exactly when the proposed guess fits the clue (the critic is not shown the
+  letter feedback);
 - taboo: the describer gives a crossword pattern (first letter, one more end letter a round), the
   guesser names the first noun of the word list that fits it and was not guessed yet;
 - reference game: the giver lists the target's X cells, the follower picks the best-fitting grid;
@@ -64,11 +65,11 @@ def reference_policy(messages: list[Message]) -> str:
         if "final guess" in last and (proposed := _texts(messages, "assistant")):
             return proposed[-1]  # the critic has spoken; keep the proposal
         pool = _wordle_candidates(chat)
-        return f"GUESS: {pool[0] if pool else 'house'}\nEXPLANATION: it fits the clue and all feedback."
+        return f"explanation: it fits the clue and all feedback.\nguess: {pool[0] if pool else 'house'}"
     if "you are the critic" in first:
         proposal = _PROPOSAL.findall(last)[-1]
         ok = proposal in _wordle_candidates(chat)
-        return f"AGREEMENT: {'yes' if ok else 'no'}\nEXPLANATION: it {'fits' if ok else 'contradicts'} the clue and feedback."
+        return f"explanation: it {'fits' if ok else 'does not fit'} the clue.\nagreement: {'yes' if ok else 'no'}"
     if first.startswith("We play Taboo. You describe"):
         target = re.search(r"Your word: ([a-z]+)\.", first).group(1)
         taboo = re.search(r"nor any form of them: (.*)\.\n", first).group(1).split(", ")
@@ -96,7 +97,7 @@ def reference_policy(messages: list[Message]) -> str:
         if probe := re.search(r"already know your (\w+)\?", last):
             asked = [m for m in _texts(messages, "user")[:-1] if m.startswith("QUESTION:") or "\n\nQUESTION:" in m]
             slot = probe.group(1)
-            return f"ANSWER: {'yes' if any(_asks_for(q, slot) for q in asked) else 'no'}"
+            return f"ASIDE: {'yes' if any(_asks_for(q, slot) for q in asked) else 'no'}"
         slot = next((s for s in private if _asks_for(last, s)), next(iter(private)))
         return f"ANSWER: {private[slot]}"
     raise ValueError("reference_policy: not a clembench-games conversation")

@@ -1,12 +1,15 @@
 """Reference game, written from the public rules of reference games in psycholinguistics.
 
-The instruction giver sees three 5x5 character grids and is told which one is the target; it
-writes one referring expression. The instruction follower sees the same three grids in another
+The instruction giver sees three 5x5 character grids, the target always first (as in clembench
+2.0); it writes one referring expression. The instruction follower sees the same three grids in another
 order and names the one the expression refers to (first, second or third). One round; Main Score
 100 on success, 0 otherwise.
 
-Parse rules: the giver's reply needs an ``EXPRESSION:`` line, the follower's an ``ANSWER:`` line
-whose value is first, second or third; anything else aborts.
+Parse rules (clembench 2.0's): the giver's reply is one line starting with ``EXPRESSION:``, the
+follower's one line starting with ``ANSWER:`` and then first, second, third, 1, 2 or 3 (any text
+may follow on that line: ``ANSWER: second grid.``); keywords in any case, blank lines after the
+reply are ignored, anything else aborts. Success and Lose are undefined (NaN) for an aborted
+episode, as in clembench's scorer.
 
 Grids are generated per experiment from a seed: ``lines`` (full rows, columns, diagonals),
 ``rectangles`` (filled or outlined boxes), ``sparse_random`` and ``dense_random`` (cells set at
@@ -15,15 +18,18 @@ random with low/high probability). The three grids of an instance are distinct.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from typing import ClassVar
 
-from clembench_games.master import GameMaster, Message, prefixed
+from clembench_games.master import GameMaster, Message
 
 SIZE = 5
 FILLED, EMPTY = "X", "▢"
 ORDINALS = ("first", "second", "third")
+_EXPRESSION = re.compile(r"expression:\s*(.+)\n*", re.IGNORECASE)
+_ANSWER = re.compile(r"answer:\s*(first|second|third|1|2|3).*\n*", re.IGNORECASE)
 EXPERIMENTS = ("lines", "rectangles", "sparse_random", "dense_random")
 
 Grid = tuple[str, ...]  # SIZE rows of SIZE characters
@@ -95,38 +101,45 @@ class ReferenceGame(GameMaster):
         self.grids: list[Grid] = [tuple(g) for g in instance["grids"]]
         self.target = self.grids[instance["target_index"]]
         self.follower_grids = [self.grids[i] for i in instance["follower_order"]]
+        self.giver_grids = [self.target, *(g for g in self.grids if g != self.target)]
 
     def opening(self) -> None:
         self.ask(
             "giver",
-            f"{show_three(self.grids)}\n\nThe target is the {ORDINALS[self.instance['target_index']]} grid. "
-            "Reply with EXPRESSION: <your expression>",
+            f"{show_three(self.giver_grids)}\n\nThe target is the first grid. Reply with EXPRESSION: <your expression>",
         )
+
+    def metrics(self) -> dict[str, float]:
+        m = super().metrics()
+        if m["Aborted"]:  # clembench's referencegame scorer leaves both undefined
+            m["Success"] = m["Lose"] = math.nan
+        return m
 
     def main_score(self) -> float:
         return 100.0 if self.outcome == "success" else 0.0
 
     def on_reply(self, seat: str, text: str) -> None:
         if seat == "giver":
-            expression = prefixed(text, "expression")
+            expression = _EXPRESSION.fullmatch(text)
             if not expression:
-                self.abort("giver reply has no 'EXPRESSION:' line")
+                self.abort("giver reply is not one line starting with 'EXPRESSION:'")
                 return
             self.ask(
                 "follower",
-                f"{show_three(self.follower_grids)}\n\nExpression: {expression}\n"
+                f"{show_three(self.follower_grids)}\n\nExpression: {expression.group(1).strip()}\n"
                 "Which grid is it? Reply with ANSWER: first, ANSWER: second or ANSWER: third",
             )
             return
-        answer = (prefixed(text, "answer") or "").strip(" .!\"'*").lower()
-        if answer not in ORDINALS:
-            self.abort("follower reply has no 'ANSWER: first|second|third' line")
+        answer = _ANSWER.fullmatch(text)
+        if not answer:
+            self.abort("follower reply is not one line 'ANSWER: first|second|third'")
             return
-        picked = self.follower_grids[ORDINALS.index(answer)]
-        if picked == self.target:
-            self.win(f"picked the target ({answer})")
+        label = answer.group(1).lower()
+        picked_index = int(label) - 1 if label.isdigit() else ORDINALS.index(label)
+        if self.follower_grids[picked_index] == self.target:
+            self.win(f"picked the target ({label})")
         else:
-            self.lose(f"picked the {answer} grid, not the target")
+            self.lose(f"picked the {ORDINALS[picked_index]} grid, not the target")
 
     # --- scripted players ---------------------------------------------------------------------
     def perfect(self, seat: str, messages: list[Message], rng: random.Random) -> str:

@@ -23,6 +23,7 @@ from rlplugs import StrictConfig, did_you_mean
 
 from clembench_games.instances import GAMES, instances, new_game
 from clembench_games.master import GameEpisode
+from clembench_games.rule_options import RuleOptions
 
 
 class ClembenchGamesConfig(StrictConfig):
@@ -36,6 +37,7 @@ class ClembenchGamesConfig(StrictConfig):
     test_per_experiment: int = Field(8, ge=1)
     seed: int = Field(0, description="seed of the train instances (validation/test are fixed)")
     sft_data: str | None = Field(None, description="JSONL from `rlplugs games sft-data`: offered as SFT dataset 'won-episodes'")
+    rule_options: RuleOptions = Field(default_factory=RuleOptions, description="where the games keep a rule of their own instead of clembench 2.0's")
 
     @field_validator("games")
     @classmethod
@@ -63,6 +65,7 @@ def rows(cfg: ClembenchGamesConfig, split: str) -> list[dict[str, Any]]:
     out = []
     for game in cfg.games:
         for inst in instances(game, split, size, seed):
+            inst = {**inst, "rule_options": cfg.rule_options.model_dump()}
             for seat in GAMES[game].seats:
                 row = {"game": game, "experiment": inst["experiment"], "instance_id": inst["instance_id"],
                        "seed": inst["seed"], "seat": seat, "self_play": cfg.seats == "self-play",

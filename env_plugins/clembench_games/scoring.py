@@ -33,7 +33,8 @@ def clem_table(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "episodes": len(metrics),
             "% Played": 100.0 * _mean([m["Played"] for m in metrics]),
             "Quality": _mean(quality),
-            "Success": 100.0 * _mean([m["Success"] for m in metrics]),
+            # referencegame leaves Success undefined (None) for an aborted episode, as clembench does
+            "Success": 100.0 * _mean([m["Success"] for m in metrics if m["Success"] is not None]),
         }
     played = _mean([g["% Played"] for g in games.values()])
     quality = _mean([g["Quality"] for g in games.values() if not math.isnan(g["Quality"])])

@@ -1,19 +1,24 @@
-"""Taboo, written from the public rules of the party game.
+"""Taboo, written from the public rules of the party game, played by clembench 2.0's rules.
 
 The describer knows a target word and a few taboo words; it describes the target without saying
 the target or any taboo word (nor a form of them); the guesser answers with one word. At most
 three rounds; after a wrong guess the describer gives another clue. Main Score 100 / rounds on a
 win, 0 on a loss.
 
-Parse rules: the describer's reply must carry a ``CLUE:`` line, the guesser's a ``GUESS:`` line
-with a single word; a clue that uses the target or a taboo word (a word sharing its stem: the
-first ``max(4, len - 2)`` letters) breaks the rules, and so does one that spells such a word:
-written backwards (``nretnal``) or letter by letter in either direction (``l-a-n-t-e-r-n``,
-``n r e t n a l``). All of these abort the episode.
+Parse rules (clembench 2.0's): a describer reply must start with ``CLUE:``, a guesser reply with
+``GUESS:``; anything else aborts. The guess is the rest of the reply, lower-cased, without
+punctuation; a guess of several words is not an abort, it is just not the target. A clue breaks
+the taboo when one of its words has the Snowball (Porter2) stem of the target or a taboo word:
+that is a *played loss* (Main Score 0), not an abort. Stems come from the ``snowballstemmer``
+package, the same English algorithm as NLTK's ``SnowballStemmer``.
 
-The scripted players win without spelling: the perfect guesser is an oracle (an upper bound, like
-wordle's), and the describers give a crossword pattern (length, first letter, one more letter at
-the end each round) that never shows a stem's worth of letters.
+One rule of our own (:class:`~clembench_games.rule_options.RuleOptions`, ``taboo_spelling_check``,
+on by default): a clue word that is a banned word written backwards (``nretnal``) or a run of
+single letters that spells one either way (``l a n t e r n``, ``n.r.e.t.n.a.l``) breaks the taboo
+too; clembench's stem check alone lets a describer win by spelling the target. The scripted players
+win without spelling: the perfect guesser is an oracle (an upper bound, like wordle's), and the
+describers give a crossword pattern (length, first letter, one more letter at the end each round)
+that never shows the whole word.
 
 Taboo words: ``wonderwords`` ships no word relations, so the taboo list is the nouns that look
 most like the target (most shared letter pairs) - a spelling constraint rather than a semantic
@@ -25,9 +30,14 @@ from __future__ import annotations
 import functools
 import random
 import re
+import string
+from collections.abc import Iterable
 from typing import ClassVar
 
-from clembench_games.master import GameMaster, Message, prefixed
+import snowballstemmer
+
+from clembench_games.master import GameMaster, Message
+from clembench_games.rule_options import rule_options
 from clembench_games.words import words
 
 MAX_ROUNDS = 3
@@ -37,19 +47,25 @@ _PATTERN_CODES = ("a noun that fits the pattern", "fill in the blanks", "crosswo
 PATTERN = re.compile(r"(?:" + "|".join(_PATTERN_CODES) + r"): ([a-z_](?: [a-z_])+)")
 
 
+_STEMMER = snowballstemmer.stemmer("english")
+_NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
 def stem(word: str) -> str:
-    return word[: max(4, len(word) - 2)]
+    return _STEMMER.stemWord(word)
 
 
-def tokens(text: str) -> list[str]:
-    return re.findall(r"[a-z]+", text.lower())
+def clue_words(text: str) -> list[str]:
+    """The clue's words as the stem check sees them: lower case, punctuation deleted (so
+    ``sun-flower`` is one word), split on white space."""
+    return text.lower().translate(_NO_PUNCTUATION).split()
 
 
 def spelled_runs(text: str) -> list[str]:
-    """Runs of two or more single letters in ``text`` (``t-a-b-l-e``, ``e l b a t``, ``T.A.B``),
+    """Runs of two or more single letters in ``text`` (``e l b a t``, ``T, A, B``, ``t.a_b``),
     each joined into one string: a word spelled letter by letter."""
     runs: list[list[str]] = [[]]
-    for t in tokens(text):
+    for t in re.findall(r"[a-z]+", text.lower()):
         if len(t) == 1:
             runs[-1].append(t)
         elif runs[-1]:
@@ -64,13 +80,17 @@ def pattern_clue(target: str, round_no: int) -> str:
     return " ".join(c if i == 0 or i >= len(target) - (shown - 1) else "_" for i, c in enumerate(target))
 
 
-def taboo_hits(clue: str, banned_words: list[str]) -> list[str]:
-    """Words of ``clue`` that are one of ``banned_words`` or a form of one (same stem), also
-    written backwards or spelled letter by letter in either direction."""
+def taboo_hits(clue: str, banned_words: list[str], spelling: bool = True, stopwords: Iterable[str] = ()) -> list[str]:
+    """Words of ``clue`` (less ``stopwords``) with the stem of one of ``banned_words``; with
+    ``spelling``, also words that are one written backwards and runs of single letters that spell
+    one in either direction."""
     banned = {stem(w) for w in banned_words}
-    words_ = tokens(clue)
-    hits = [t for t in words_ if any(t.startswith(b) or stem(t) == b or t[::-1].startswith(b) for b in banned)]
-    return hits + [" ".join(r) for r in spelled_runs(clue) if any(b in r or b in r[::-1] for b in banned)]
+    skip = set(stopwords)
+    checked = [w for w in clue_words(clue) if w not in skip]
+    hits = [w for w in checked if stem(w) in banned or (spelling and stem(w[::-1]) in banned)]
+    if spelling:
+        hits += [" ".join(r) for r in spelled_runs(clue) if any(b in r or b in r[::-1] for b in banned)]
+    return hits
 
 
 def pattern_reply(target: str, taboo: list[str], round_no: int) -> str:
@@ -123,39 +143,47 @@ class Taboo(GameMaster):
     def __init__(self, instance: dict):
         super().__init__({"taboo_list": ", ".join(instance["taboo"]), **instance})
         self.target: str = instance["target"]
+        self.options = rule_options(instance)
         self.guesses: list[str] = []
         self.clues: list[str] = []
+        self.rounds = 0  # rounds started (describer replies)
 
     def opening(self) -> None:
         self.ask("describer", "Give your first clue. Reply with CLUE: <your description>")
 
     def taboo_hits(self, clue: str) -> list[str]:
-        return taboo_hits(clue, [self.target, *self.instance["taboo"]])
+        return taboo_hits(clue, [self.target, *self.instance["taboo"]], self.options.taboo_spelling_check,
+                          self.options.taboo_stopwords)
 
     def main_score(self) -> float:
         return 100.0 / len(self.guesses) if self.outcome == "success" else 0.0
 
+    def metrics(self) -> dict[str, float]:
+        """Request counts per round (a clue and its guess are one request), as clembench counts them."""
+        m = super().metrics()
+        violated = m["Aborted"]
+        m.update({"Request Count": float(self.rounds), "Parsed Request Count": self.rounds - violated,
+                  "Violated Request Count": violated})
+        return m
+
     def on_reply(self, seat: str, text: str) -> None:
         if seat == "describer":
-            clue = prefixed(text, "clue")
-            if not clue:
-                self.abort("describer reply has no 'CLUE:' line")
+            self.rounds += 1
+            if not text.startswith("CLUE:"):
+                self.abort("describer reply does not start with 'CLUE:'")
                 return
+            clue = text[len("CLUE:"):].strip()
             used = self.taboo_hits(clue)
-            if used:
-                self.abort(f"clue uses a taboo word: {used[0]!r}")
+            if used:  # clembench: a played loss (the describer broke the taboo), not a format error
+                self.lose(f"clue uses a taboo word: {used[0]!r}")
                 return
             self.clues.append(clue)
             self.ask("guesser", f"CLUE: {clue}\nReply with GUESS: <one word>")
             return
-        raw = prefixed(text, "guess")
-        if raw is None:
-            self.abort("guesser reply has no 'GUESS:' line")
+        if not text.startswith("GUESS:"):
+            self.abort("guesser reply does not start with 'GUESS:'")
             return
-        guess = raw.strip(" .!\"'`*").lower()
-        if len(guess.split()) != 1 or not guess.isalpha():
-            self.abort(f"guess {raw!r} is not a single word")
-            return
+        guess = text[len("GUESS:"):].lower().translate(_NO_PUNCTUATION).strip()
         self.guesses.append(guess)
         if guess == self.target:
             self.win(f"guessed '{guess}' in round {len(self.guesses)}")

@@ -9,35 +9,38 @@
   its explanation and says whether it agrees; the guesser then commits to a final guess for the
   round (it may keep or change it). Main Score 100 / rounds.
 
-Parse rules: a reply without a ``GUESS:`` line (``AGREEMENT: yes|no`` for the critic), or a guess
-that is not a single word, aborts. A single word of the wrong length or outside the game's
-dictionary is handed back with the reason and does not use up a guess; the third such word in one
-episode aborts.
+Parse rules (clembench 2.0's): a reply starts with ``explanation:``, has at most two lines and
+exactly one ``guess:`` (the critic: ``agreement:`` with yes or no); anything else aborts, and so
+does a guess that is not one word of letters or not five letters long. A five-letter word outside
+the game's dictionary is handed back with the reason and costs no guess; the sixth such word in a
+row aborts (a valid guess resets the count). The critic sees the clue, the proposed guess and its
+explanation, not the letter feedback. Main Scores of the two variants are rounded to 2 decimals.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from typing import ClassVar
 
-from clembench_games.master import GameMaster, Message, prefixed
+from clembench_games.master import GameMaster, Message
 from clembench_games.words import five_letter_dictionary
 
 MAX_GUESSES = 6
-MAX_INVALID = 2  # invalid words handed back per episode; one more aborts
+MAX_UNKNOWN_IN_A_ROW = 5  # unknown words handed back in a row; one more aborts
 _WORDLE_SCORES = {1: 100, 2: 100, 3: 100, 4: 50, 5: 30, 6: 20}
 _ORDINALS = ("first", "second", "third", "fourth", "fifth")
 
 _GUESSER_RULES = (
     "Let's play Wordle. Find my secret five-letter English word in at most {max_guesses} guesses.\n"
-    "Answer in exactly this format, nothing else:\n"
-    "GUESS: <one five-letter word>\n"
-    "EXPLANATION: <one short sentence>\n"
-    "For example:\nGUESS: house\nEXPLANATION: a common word with frequent letters.\n"
+    "Answer in exactly this format, two lines, nothing else:\n"
+    "explanation: <one short sentence>\n"
+    "guess: <one five-letter word>\n"
+    "For example:\nexplanation: a common word with frequent letters.\nguess: house\n"
     "After every guess I mark each letter: green = right letter in the right place, yellow = in the "
-    "word but elsewhere, red = not in the word (or no more copies of it). A word of the wrong "
-    "length or one my dictionary does not know is handed back and costs no guess, but the third "
-    "such word ends the game."
+    "word but elsewhere, red = not in the word (or no more copies of it). A word my dictionary does "
+    "not know is handed back and costs no guess, but the sixth such word in a row ends the game; "
+    "a word that is not five letters ends it at once."
 )
 
 
@@ -61,6 +64,20 @@ def describe(guess: str, colours: list[str]) -> str:
     return ", ".join(f"{g} {c}" for g, c in zip(guess, colours, strict=True))
 
 
+def parse_reply(text: str, key: str) -> tuple[str, str] | str:
+    """``(value of key, explanation)`` of a reply in the ``explanation:`` / ``key:`` format, or
+    the reason it is not one."""
+    if not text.startswith("explanation:"):
+        return "reply does not start with 'explanation:'"
+    if len(text.strip().split("\n")) > 2:
+        return f"reply has more than the 'explanation:' and '{key}:' lines"
+    values = re.findall(rf"{key}:([^\n]*)", text, re.IGNORECASE)
+    if len(values) != 1:
+        return f"reply does not have exactly one '{key}:'"
+    explanation = re.search(r"explanation:([^\n]*)", text, re.IGNORECASE)
+    return values[0].strip().lower(), explanation.group(1).strip()
+
+
 def make_clue(target: str, kind: str, rng: random.Random) -> dict:
     """A clue the critic can check: the part of speech and one revealed letter."""
     pos = rng.randrange(len(target))
@@ -77,7 +94,8 @@ class Wordle(GameMaster):
         super().__init__({"max_guesses": MAX_GUESSES, **instance})
         self.target: str = instance["target"]
         self.guesses: list[str] = []
-        self.invalid = 0
+        self.unknown_in_a_row = 0
+        self.explanation = ""  # of the last parsed guess
 
     def opening(self) -> None:
         self.ask("guesser", "Make your first guess.")
@@ -90,27 +108,27 @@ class Wordle(GameMaster):
     # --- parsing shared by the variants -----------------------------------------------------
     def parse_guess(self, seat: str, text: str) -> str | None:
         """The guessed word, or None after handing it back / aborting (the reason is recorded)."""
-        raw = prefixed(text, "guess")
-        if raw is None:
-            self.abort("reply has no 'GUESS:' line")
+        parsed = parse_reply(text, "guess")
+        if isinstance(parsed, str):
+            self.abort(parsed)
             return None
-        word = raw.strip(" .!\"'`*").lower()
-        if not word.isalpha() or len(word.split()) != 1:
-            self.abort(f"guess {raw!r} is not a single word")
+        word, self.explanation = parsed
+        if not word.isalpha():
+            self.abort(f"guess {word!r} is not a single word of letters")
             return None
-        problem = None
         if len(word) != 5:
-            problem = f"'{word}' has {len(word)} letters, not 5"
-        elif word not in five_letter_dictionary():
-            problem = f"'{word}' is not in the game's dictionary"
-        if problem is None:
+            self.abort(f"guess '{word}' has {len(word)} letters, not 5")
+            return None
+        if word in five_letter_dictionary():
+            self.unknown_in_a_row = 0
             return word
-        self.invalid += 1
-        if self.invalid > MAX_INVALID:
-            self.abort(f"third invalid word: {problem}")
+        self.unknown_in_a_row += 1
+        if self.unknown_in_a_row > MAX_UNKNOWN_IN_A_ROW:
+            self.abort(f"{self.unknown_in_a_row} unknown words in a row: '{word}'")
         else:
-            self.log.append(f"handed back: {problem}")
-            self.ask(seat, f"Invalid guess: {problem}. It costs no guess; try another word in the same format.")
+            self.log.append(f"handed back: '{word}' is not in the game's dictionary")
+            self.ask(seat, f"Invalid guess: '{word}' is not in the game's dictionary. It costs no guess; "
+                           "try another word in the same format.")
         return None
 
     def score_guess(self, word: str) -> str | None:
@@ -135,10 +153,10 @@ class Wordle(GameMaster):
     # --- scripted players ---------------------------------------------------------------------
     def perfect(self, seat: str, messages: list[Message], rng: random.Random) -> str:
         """An oracle (upper bound): it reads the secret word."""
-        return f"GUESS: {self.target}\nEXPLANATION: it is the secret word."
+        return f"explanation: it is the secret word.\nguess: {self.target}"
 
     def random(self, seat: str, messages: list[Message], rng: random.Random) -> str:
-        return f"GUESS: {rng.choice(sorted(five_letter_dictionary()))}\nEXPLANATION: a random word."
+        return f"explanation: a random word.\nguess: {rng.choice(sorted(five_letter_dictionary()))}"
 
 
 class WordleWithClue(Wordle):
@@ -146,17 +164,17 @@ class WordleWithClue(Wordle):
     rules: ClassVar[dict[str, str]] = {"guesser": _GUESSER_RULES + "\nClue: the word is {clue}."}
 
     def main_score(self) -> float:
-        return 100.0 / len(self.guesses) if self.outcome == "success" else 0.0
+        return round(100.0 / len(self.guesses), 2) if self.outcome == "success" else 0.0
 
 
 _CRITIC_RULES = (
     "We play Wordle together. Another player tries to find a secret five-letter word in at most "
     "{max_guesses} guesses; you are the critic. Clue: the word is {clue}. I show you each proposed "
     "guess with its explanation; tell the guesser whether you agree that it could be the word.\n"
-    "Answer in exactly this format, nothing else:\n"
-    "AGREEMENT: <yes or no>\n"
-    "EXPLANATION: <one short sentence>\n"
-    "For example:\nAGREEMENT: no\nEXPLANATION: the clue says the second letter is 'u'."
+    "Answer in exactly this format, two lines, nothing else:\n"
+    "explanation: <one short sentence>\n"
+    "agreement: <yes or no>\n"
+    "For example:\nexplanation: the clue says the second letter is 'u'.\nagreement: no"
 )
 
 
@@ -172,16 +190,14 @@ class WordleWithCritic(WordleWithClue):
     def __init__(self, instance: dict):
         super().__init__(instance)
         self.proposal: str | None = None  # the guess the critic is judging
-        self.last_feedback = ""
 
     def on_reply(self, seat: str, text: str) -> None:
         if seat == "critic":
-            agreement = prefixed(text, "agreement")
-            verdict = (agreement or "").strip(" .!").lower()
-            if verdict not in ("yes", "no"):
-                self.abort("critic reply has no 'AGREEMENT: yes|no' line")
+            parsed = parse_reply(text, "agreement")
+            if isinstance(parsed, str) or parsed[0] not in ("yes", "no"):
+                self.abort(f"critic {parsed if isinstance(parsed, str) else 'agreement is not yes or no'}")
                 return
-            why = prefixed(text, "explanation") or ""
+            verdict, why = parsed
             self.ask(
                 "guesser",
                 f"The critic {'agrees' if verdict == 'yes' else 'disagrees'}: {why}\n"
@@ -191,15 +207,13 @@ class WordleWithCritic(WordleWithClue):
         word = self.parse_guess(seat, text)
         if word is None:
             return
-        if self.proposal is None:  # first proposal of the round goes to the critic
+        if self.proposal is None:  # first proposal of the round goes to the critic (without the feedback)
             self.proposal = word
-            explanation = prefixed(text, "explanation") or ""
-            self.ask("critic", f"{self.last_feedback}\nProposed guess: {word}\nExplanation: {explanation}".strip())
+            self.ask("critic", f"Proposed guess: {word}\nExplanation: {self.explanation}")
             return
         self.proposal = None
         note = self.score_guess(word)
         if note:
-            self.last_feedback = f"Previous guess {word!r}. {note}"
             self.ask("guesser", note + " Propose your next guess.")
 
     def consistent(self, word: str) -> bool:
@@ -213,9 +227,9 @@ class WordleWithCritic(WordleWithClue):
         if seat == "guesser":
             return super().perfect(seat, messages, rng)
         ok = self.consistent(self.proposal)
-        return f"AGREEMENT: {'yes' if ok else 'no'}\nEXPLANATION: it {'fits' if ok else 'contradicts'} the clue and feedback."
+        return f"explanation: it {'fits' if ok else 'contradicts'} the clue and feedback.\nagreement: {'yes' if ok else 'no'}"
 
     def random(self, seat: str, messages: list[Message], rng: random.Random) -> str:
         if seat == "guesser":
             return super().random(seat, messages, rng)
-        return f"AGREEMENT: {rng.choice(['yes', 'no'])}\nEXPLANATION: a coin flip."
+        return f"explanation: a coin flip.\nagreement: {rng.choice(['yes', 'no'])}"
