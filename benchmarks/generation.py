@@ -9,6 +9,11 @@ synchronised) and the whole step:
   ``pad_to_multiple_of``); its first step includes the compile, later steps show whether it recurs;
 - ``continuous``: ``use_transformers_continuous_batching``.
 
+A mode may name a larger generation batch after ``@`` (``compiled@256``): TRL then generates that
+many completions at once and trains on them in micro-batches of ``--completions``
+(``gradient_accumulation_steps``, one optimizer step per generation, so still on-policy). Such a
+step holds more completions, so the step times are compared per ``--completions`` completions.
+
 factorio-build is single-turn (``--completions`` programs per step in groups of
 ``--num_generations``, the env's real prompts); ``--multi_turn`` adds a clembench-games step (its
 episodes' rounds through the same backends). vLLM cannot run on the benchmark machine (it pins
@@ -32,7 +37,7 @@ MODES = ("plain", "compiled", "continuous")
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default=None, help="model directory (default: the SmolLM2-135M-Instruct fixture)")
-    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated; MODE@N generates N completions at once")
     p.add_argument("--multi_turn_modes", default="", help="modes for the clembench-games step (empty: none)")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--completions", type=int, default=64)
@@ -58,13 +63,10 @@ class GenerationMeter:
     def __init__(self, trainer):
         from transformers import TrainerCallback
 
-        from rlplugs.adapters.trl.rollout import EpisodeRollout
-
         self.calls: list[dict] = []
         self.steps: list[float] = []
-        self.rollout_tokens: dict[int, int] = {}  # multi-turn: tokens of real rounds (fillers left out)
-        meter, generate, round_of = self, trainer._generate_single_turn, EpisodeRollout._generate
-        self.close = lambda: setattr(EpisodeRollout, "_generate", round_of)  # undo the class-level wrap
+        self.trainer = trainer
+        meter, generate = self, trainer._generate_single_turn
 
         def timed(prompt_ids, *args, **kwargs):
             synchronize()
@@ -84,25 +86,30 @@ class GenerationMeter:
                 synchronize()
                 meter.steps.append(time.perf_counter() - self.start)
 
-        def counted(rollout, contexts, width):
-            results = round_of(rollout, contexts, width)
-            step = trainer.state.global_step
-            meter.rollout_tokens[step] = meter.rollout_tokens.get(step, 0) + sum(len(r[0]) for r in results or [])
-            return results
-
         trainer._generate_single_turn = timed
-        EpisodeRollout._generate = counted
         trainer.add_callback(StepClock())
 
     def per_step(self) -> list[dict]:
+        """Per step: multi-turn tokens are the rollout's own count of real rounds (the fillers that
+        keep a round's width are generated but not counted); single-turn, every generated token."""
+        rollout_tokens = {h["step"] - 1: h["rollout/generated_tokens"] for h in self.trainer.state.log_history
+                          if "rollout/generated_tokens" in h}  # fmt: skip
         out = []
         for step, seconds in enumerate(self.steps):
             calls = [c for c in self.calls if c["step"] == step]
             gen = sum(c["seconds"] for c in calls)
-            tokens = self.rollout_tokens.get(step, sum(c["tokens"] for c in calls))
+            tokens = int(rollout_tokens.get(step, sum(c["tokens"] for c in calls)))
             out.append({"step_s": round(seconds, 2), "generation_s": round(gen, 2), "generated_tokens": tokens,
                         "calls": len(calls), "tok_per_s": round(tokens / gen, 1) if gen else None})  # fmt: skip
         return out
+
+
+def generation_batch(a, mode: str) -> int:
+    """Completions generated at once in ``mode`` (``compiled@256``: 256; plain names: ``--completions``)."""
+    size = int(mode.partition("@")[2] or a.completions)
+    if size % a.completions:
+        raise SystemExit(f"mode {mode}: the generation batch must be a multiple of --completions ({a.completions})")
+    return size
 
 
 def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
@@ -117,15 +124,17 @@ def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
 
     spec = make_env(env, env_args)
     rewards = EnvRewardFunctions(spec)
+    backend, batch = mode.partition("@")[0], generation_batch(a, mode)
     generation_kwargs = {"max_new_tokens": a.turn_tokens} if multi_turn else None
     cuda = torch.cuda.is_available()  # elsewhere only a smoke run of this script: fp32 on the CPU
     args = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix=f"gen-{mode}-"), bf16=cuda, use_cpu=not cuda,
         model_init_kwargs={"dtype": "bfloat16" if cuda else "float32"},
-        per_device_train_batch_size=a.completions, num_generations=a.num_generations,
+        per_device_train_batch_size=a.completions, gradient_accumulation_steps=batch // a.completions,
+        num_generations=a.num_generations,
         max_completion_length=a.max_completion_length, generation_kwargs=generation_kwargs, temperature=0.7,
         beta=0.0, learning_rate=1e-6, max_steps=a.steps, logging_steps=1, save_strategy="no", report_to="none",
-        gradient_checkpointing=True, use_transformers_continuous_batching=mode == "continuous", seed=0,
+        gradient_checkpointing=True, use_transformers_continuous_batching=backend == "continuous", seed=0,
         reward_weights=rewards.weights,
     )  # fmt: skip
     if cuda:
@@ -133,18 +142,17 @@ def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
     graphs_before = dynamo_utils.counters["stats"]["unique_graphs"]
     trainer = EnvGRPOTrainer(
         model=a.model, reward_funcs=rewards.functions, args=args, train_dataset=spec.dataset("train"),
-        rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=mode == "compiled",
+        rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=backend == "compiled",
     )  # fmt: skip
     meter = GenerationMeter(trainer)
-    try:
-        trainer.train()
-    finally:
-        meter.close()
+    trainer.train()
     steps = meter.per_step()
     later = steps[1:] or steps
     result = {
         "steps": steps,
+        "generation_batch": batch,
         "median_later_step_s": statistics.median(s["step_s"] for s in later),
+        "median_later_step_s_per_completions": round(statistics.median(s["step_s"] for s in later) * a.completions / batch, 2),
         "median_later_generation_s": statistics.median(s["generation_s"] for s in later),
         "median_later_tok_per_s": statistics.median(s["tok_per_s"] for s in later),
         "first_step_extra_s": round(steps[0]["step_s"] - statistics.median(s["step_s"] for s in later), 1),
@@ -166,11 +174,13 @@ def main() -> None:
         from rlplugs.testing.smollm2 import smollm2_dir
 
         a.model = str(smollm2_dir())
-    rows = a.completions // a.num_generations
+    modes = [m for m in f"{a.modes},{a.multi_turn_modes}".split(",") if m]
+    rows = max(generation_batch(a, m) for m in modes or ["plain"]) // a.num_generations
     factorio_args = {"rows": max(rows * a.steps, 8), "eval_rows": 1, "workers": a.workers}
     results: dict = {"factorio-build": {}, "model": Path(a.model).name, "settings": {
         "completions_per_step": a.completions, "num_generations": a.num_generations,
-        "max_completion_length": a.max_completion_length, "temperature": 0.7, "dtype": "bfloat16"}}  # fmt: skip
+        "max_completion_length": a.max_completion_length, "temperature": 0.7, "dtype": "bfloat16",
+        "step_s_per_completions": f"step time x {a.completions} / generation batch"}}  # fmt: skip
     for mode in [m for m in a.modes.split(",") if m]:
         results["factorio-build"][mode] = run_mode(a, "factorio-build", factorio_args, mode, multi_turn=False)
     games = {"games": ["wordle"], "seats": "single", "train_per_experiment": rows * a.steps}
@@ -184,7 +194,8 @@ def main() -> None:
             base = modes["plain"]
             results.setdefault("ratios_vs_plain", {})[env] = {
                 m: {"tok_per_s": round(r["median_later_tok_per_s"] / base["median_later_tok_per_s"], 2),
-                    "step_time_shorter": round(base["median_later_step_s"] / r["median_later_step_s"], 2)}
+                    "step_time_shorter": round(base["median_later_step_s_per_completions"]
+                                               / r["median_later_step_s_per_completions"], 2)}
                 for m, r in modes.items() if isinstance(r, dict) and "steps" in r and m != "plain"
             }  # fmt: skip
     import sys

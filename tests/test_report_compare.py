@@ -89,3 +89,22 @@ def test_row_bootstrap_resamples_whole_rows():
     low, high = row_bootstrap([[1.0, 0.0]] * 20)  # every row the same: no spread between rows
     assert low == high == 0.5
     assert row_bootstrap([[], []]) is None
+
+
+
+def test_a_missing_mean_gets_no_bar_only_na():
+    """The report's bars (comparison and success-by pictures): a run without scores is not drawn
+    as a measured zero."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlplugs.tools.report import bars_or_na
+
+    fig, ax = plt.subplots()
+    bars_or_na(ax, [0, 1], [0.5, None], 0.8, ["", ""], yerr=[[0.25, 0.0], [0.25, 0.0]])
+    heights = [p.get_height() for p in ax.patches]
+    assert heights[0] == 0.5 and heights[1] != heights[1]  # NaN: no bar
+    assert [t.get_text() for t in ax.texts] == ["0.500", "n/a"]
+    plt.close(fig)

@@ -55,7 +55,11 @@ def test_rounds_go_through_the_vllm_backend_with_one_weight_sync_per_step(vllm_t
 def test_vllm_rollout_returns_logprobs_for_every_completion_token(vllm_trainer, run_rollout):
     spec, trainer = vllm_trainer
     rows = [dict(r) for r in spec.dataset("train").select(range(2))]
+    trainer._pending_metrics.clear()
     out = run_rollout(trainer, rows)
+    # the step's generation work is logged: here every generated token is one the trained seat wrote
+    written = sum(sum(mask) for mask in out["env_mask"])
+    assert trainer._pending_metrics["rollout/generated_tokens"] == [float(written)]
     for completion, mask, logprobs, episode in zip(
         out["completion_ids"], out["env_mask"], out["logprobs"], out["episode"]
     ):

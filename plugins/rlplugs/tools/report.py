@@ -88,6 +88,17 @@ def markdown(meta: dict[str, Any], splits: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def bars_or_na(ax, xs, values: list[float | None], width: float, notes: list[str], fontsize: int = 8, **bar_kw) -> None:
+    """Bars labelled with their values; a missing value (nothing scored) gets no bar, only "n/a"
+    at the baseline, so it cannot be read as a measured zero."""
+    heights = [float("nan") if v is None else v for v in values]
+    bars = ax.bar(list(xs), heights, width, **bar_kw)
+    for bar, value, note in zip(bars, values, notes):
+        top = 0.0 if value is None else value
+        ax.annotate(f"{_fmt(value)}{note}", (bar.get_x() + bar.get_width() / 2, top), xytext=(0, 2),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=fontsize)  # fmt: skip
+
+
 def plot_success_by(split: str, column: str, groups: dict[str, dict[str, Any]], out: Path) -> Path | None:
     import matplotlib
 
@@ -99,8 +110,8 @@ def plot_success_by(split: str, column: str, groups: dict[str, dict[str, Any]], 
     if all(v is None for v in values):
         return None
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(labels) + 2), 3.2))
-    bars = ax.bar(labels, [v or 0.0 for v in values], color="#4c72b0")
-    ax.bar_label(bars, labels=[f"{_fmt(v)}\nn={groups[g]['samples']}" for g, v in zip(labels, values)], fontsize=8)
+    ax.set_xticks(range(len(labels)), labels)
+    bars_or_na(ax, range(len(labels)), values, 0.8, [f"\nn={groups[g]['samples']}" for g in labels], color="#4c72b0")
     ax.set_ylim(0, 1.25)
     ax.set_ylabel("success rate")
     ax.set_title(f"{split}: success by {column}")
@@ -288,10 +299,10 @@ def plot_comparison(table: list[dict[str, Any]], path: Path, title: str = "") ->
         rows = {r["run"]: r for r in table if r["split"] == split}
         xs = [i + (k - (len(splits) - 1) / 2) * width for i, run in enumerate(runs) if run in rows]
         got = [rows[run] for run in runs if run in rows]
-        means = [r["mean"] or 0.0 for r in got]
-        errors = [[m - (r["ci95"] or [m, m])[0] for m, r in zip(means, got)], [(r["ci95"] or [m, m])[1] - m for m, r in zip(means, got)]]
-        bars = ax.bar(xs, means, width, yerr=errors, capsize=3, label=split)
-        ax.bar_label(bars, labels=[_fmt(r["mean"]) for r in got], fontsize=7, padding=2)
+        errors = [[r["mean"] - r["ci95"][0], r["ci95"][1] - r["mean"]] if r["ci95"] and r["mean"] is not None else [0.0, 0.0]
+                  for r in got]  # fmt: skip
+        bars_or_na(ax, xs, [r["mean"] for r in got], width, [""] * len(got), yerr=list(zip(*errors)) or None,
+                   capsize=3, label=split, fontsize=7)  # fmt: skip
     tops = [r["ci95"][1] if r["ci95"] else (r["mean"] or 0.0) for r in table]
     if min((r["mean"] or 0.0) for r in table) >= 0:
         ax.set_ylim(0, max(1.0, *tops) * 1.15)  # room for the labels above a full bar

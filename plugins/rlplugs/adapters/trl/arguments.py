@@ -292,19 +292,19 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
 
 
 def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args) -> None:
-    """The per-turn cap and the compile switch must be ones the chosen generation backend reads:
-    vLLM takes ``generation_kwargs`` as sampling parameters (``max_tokens``), transformers as a
-    generation config (``max_new_tokens``), and each would ignore or reject the other's name."""
-    kwargs = training_args.generation_kwargs or {}
+    """The per-turn cap and the compile switch must be ones the chosen generation backend reads
+    (:func:`~rlplugs.adapters.trl.rollout.turn_cap_name`): each backend would ignore or reject
+    the other's name for the cap."""
+    from rlplugs.adapters.trl.rollout import turn_cap_name
+    from rlplugs.adapters.trl.trainer import COMPILE_CONFLICT
+
     vllm = training_args.use_vllm
-    wrong, right = ("max_new_tokens", "max_tokens") if vllm else ("max_tokens", "max_new_tokens")
-    if wrong in kwargs:
+    wrong, right = turn_cap_name(not vllm), turn_cap_name(vllm)
+    if wrong in (training_args.generation_kwargs or {}):
         backend = "vLLM (use_vllm true)" if vllm else "transformers generate (use_vllm false)"
         raise LaunchError(f"generation_kwargs '{wrong}' is not a {backend} option: name the per-turn cap '{right}'")
     if script_args.compile_generation and (vllm or training_args.use_transformers_continuous_batching):
-        raise LaunchError(
-            "--compile_generation speeds up plain generate: drop it, or use_vllm / use_transformers_continuous_batching"
-        )
+        raise LaunchError(f"--{COMPILE_CONFLICT}")
 
 
 def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) -> ParsedTraining:

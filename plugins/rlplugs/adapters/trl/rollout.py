@@ -44,7 +44,10 @@ out of the loss), never the zeros of an episode scored as it stands.
 
 Seats other than the trained one (opponents in a game) are played by the same model (self-play);
 which seat a row trains is its ``seat`` column, else the episode's first trained seat. The finished
-episodes reach the reward functions as the ``episode`` column (``Sample.episode``).
+episodes reach the reward functions as the ``episode`` column (``Sample.episode``). The tokens
+generated for every seat in real rounds (fillers left out) are logged per step as
+``rollout/generated_tokens`` (mean per process, through TRL's ``log_metric``): the generation work of a self-play step, which the trained seat's
+completion lengths do not show.
 """
 
 from __future__ import annotations
@@ -135,6 +138,7 @@ class EpisodeRollout:
         self.turn_limit = turn_limit(trainer) or self.budget  # by default a turn may use the whole budget
         self.eos_ids = set(trainer.eos_token_ids)
         self.filler = self.render.ids([{"role": "user", "content": "."}])
+        self.generated_tokens = 0  # every seat's, real rounds only
 
     def run(self, prompts: list[Any]) -> dict[str, list[Any]]:
         rows = self.trainer.rollout_rows
@@ -156,7 +160,9 @@ class EpisodeRollout:
             if generated is None:  # no process has a turn due
                 break
             for i, (new_ids, new_logprobs) in zip(due, generated):
+                self.generated_tokens += len(new_ids)
                 self._take_turn(episodes[i], records[i], new_ids, new_logprobs)
+        self.trainer._log_metric("rollout/generated_tokens", float(self.generated_tokens))  # averaged over processes
         return self._output(episodes, records)
 
     def _turns_due(self, episodes: list[GuardedEpisode], records: list[_SeatRecord]) -> tuple[list[int], list[list[int]]]:
@@ -217,12 +223,12 @@ class EpisodeRollout:
         shapes do not change from round to round. Each row is cut at its first eos and the turn limit.
         """
         t = self.trainer
-        sizes = t.accelerator.gather(torch.tensor([len(contexts)], device=t.accelerator.device))
-        busiest = int(sizes.max())
+        sizes = t.accelerator.gather(torch.tensor([[len(contexts), width]], device=t.accelerator.device)).max(dim=0).values
+        busiest = int(sizes[0])
         if busiest == 0:
             return None
         if getattr(t, "compile_generation", False):
-            busiest = max(busiest, int(t.accelerator.gather(torch.tensor([width], device=t.accelerator.device)).max()))
+            busiest = max(busiest, int(sizes[1]))
         batch = contexts + [self.filler] * (busiest - len(contexts))
         ids, logprobs = t._generate_single_turn(batch, None, {}, num_generations=1)
         results = []
@@ -253,13 +259,20 @@ class EpisodeRollout:
         }
 
 
+def turn_cap_name(use_vllm: bool) -> str:
+    """The ``generation_kwargs`` key of the per-turn token cap for a backend: vLLM takes them as
+    sampling parameters (``max_tokens``), transformers as a generation config (``max_new_tokens``)."""
+    return "max_tokens" if use_vllm else "max_new_tokens"
+
+
 def turn_limit(trainer) -> int | None:
-    """The per-turn token cap the user set: ``max_new_tokens`` in the transformers generation
-    config, ``max_tokens`` in ``generation_kwargs`` for vLLM (which has no generation config)."""
-    config = getattr(trainer, "generation_config", None)
-    if config is not None and not getattr(trainer, "use_vllm", False):
-        return config.max_new_tokens
-    return (trainer.args.generation_kwargs or {}).get("max_tokens")
+    """The per-turn token cap the user set. Without vLLM, TRL has already folded
+    ``generation_kwargs`` into its generation config, where the cap defaults to the whole budget."""
+    vllm = getattr(trainer, "use_vllm", False)
+    config = None if vllm else getattr(trainer, "generation_config", None)
+    if config is not None:
+        return getattr(config, turn_cap_name(False))
+    return (trainer.args.generation_kwargs or {}).get(turn_cap_name(vllm))
 
 
 def make_episode_rollout(spec: EnvSpec, max_turns: int = 256):

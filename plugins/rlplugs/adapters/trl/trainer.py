@@ -26,8 +26,9 @@
    config and offers no flag, so this one turns it on. The shapes are the batch (fixed per step;
    the multi-turn rollout pads each round to its full width when compiling) and the prompt
    length, bucketed with TRL's own ``pad_to_multiple_of`` (:data:`COMPILE_BUCKET` unless set),
-   so a run compiles once per bucket its prompts reach, not per prompt. CUDA only: elsewhere
-   the static cache runs uncompiled.
+   so a run compiles once per bucket its prompts reach, not per prompt. TRL pads the training
+   batches (prompts and completions) to the same multiple, so the loss pass computes a little
+   more. CUDA only: elsewhere the static cache runs uncompiled.
 
 Reward functions with a ``bind`` attribute (:class:`rlplugs.adapters.trl.rewards.EnvRewardFunctions`) are
 bound to the trainer so group components know the process layout.
@@ -44,6 +45,10 @@ from trl import GRPOTrainer
 SPREAD_TOLERANCE = 1e-8
 # Prompt-length bucket for compiled generation when ``pad_to_multiple_of`` is not set.
 COMPILE_BUCKET = 256
+COMPILE_CONFLICT = (
+    "compile_generation speeds up plain generate; it does not apply with use_vllm or "
+    "use_transformers_continuous_batching: drop one of them"
+)
 
 
 def without_unweighted_totals(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -103,10 +108,7 @@ class EnvGRPOTrainer(GRPOTrainer):
 
     def _enable_compiled_generation(self) -> None:
         if self.use_vllm or self.use_transformers_continuous_batching:
-            raise ValueError(
-                "compile_generation speeds up plain generate; it does not apply with use_vllm or "
-                "use_transformers_continuous_batching: drop one of them"
-            )
+            raise ValueError(COMPILE_CONFLICT)
         self.generation_config.cache_implementation = "static"
         self.generation_config.disable_compile = False
         if not isinstance(self.pad_to_multiple_of, int):
