@@ -230,9 +230,10 @@ def plan_run(checkout: Path, games: list[str], out: Path, *, experiments: list[s
         raise UsageError(f"no game {did_you_mean(unknown, specs)} in {checkout} (games there: {known})")
     plans = {game: GamePlan(specs[game], _instance_rows(specs[game], instances)) for game in games}
     for game, plan in plans.items():
-        if models not in (1, plan.spec.players):
-            raise UsageError(f"game '{game}' has {plan.spec.players} player(s): give 1 model (it plays every seat) "
-                             f"or {plan.spec.players} (one per player, in order), not {models}")
+        players = plan.spec.players
+        if models not in (1, players):
+            either = f" (it plays every seat) or {players} (one per player, in order)" if players > 1 else ""
+            raise UsageError(f"game '{game}' has {players} player(s): give 1 model{either}, not {models}")
     if experiments:
         names = {game: list(dict.fromkeys(r["experiment"]["name"] for r in plan.rows)) for game, plan in plans.items()}
         everywhere = [n for ns in names.values() for n in ns]
