@@ -23,7 +23,7 @@ imports NLTK's stopwords, a download; privateshared fails in its first probe rou
 Run it in the clemcore venv (clemcore cannot share one with verifiers; see the games README)::
 
     python3 -m venv .venv-clem && .venv-clem/bin/pip install torch==2.13.0 && .venv-clem/bin/pip install -e '.[clem]' scikit-learn
-    .venv-clem/bin/python benchmarks/clem_parity.py --checkout /path/to/clembench --limit 10
+    .venv-clem/bin/python benchmarks/clem_parity.py --checkout /path/to/clembench
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def ours(game: str, policy: Callable[[Messages], str], per_experiment: int) -> d
     return _summary(records)
 
 
-def clembench(checkout: Path, game: str, policy: Callable[[Messages], str], limit: int) -> dict:
+def clembench(checkout: Path, game: str, policy: Callable[[Messages], str], limit: int | None) -> dict:
     from clembench_games.clem_adapter import run_games
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -214,7 +214,8 @@ def verdict(sides: dict[str, dict[str, dict]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkout", type=Path, required=True, help="a clembench checkout")
-    ap.add_argument("--limit", type=int, default=10, help="clembench instances per game (its first ones)")
+    ap.add_argument("--limit", type=int, default=None,
+                    help="clembench instances per experiment (its first ones; default: all, as clem run plays them)")
     ap.add_argument("--per_experiment", type=int, default=8, help="our test instances per experiment")
     ap.add_argument("--clembench_commit", default=None, help="recorded when the checkout has no .git")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "clem_parity.json")
@@ -238,7 +239,8 @@ def main() -> None:
         "clemcore": importlib.metadata.version("clemcore"),
         "venv": VENV,
         "ours": f"test split, {args.per_experiment} instances per experiment, self-play",
-        "clembench": f"first {args.limit} instances of each game's instances.json, self-play through clem_adapter",
+        "clembench": (f"first {args.limit} instances of each experiment" if args.limit else "every instance")
+        + " of each game's instances file, self-play through clem_adapter",
         "games": games,
     }, load)
 

@@ -105,11 +105,11 @@ def _spec(name: str, **more) -> dict:
             "languages": ["en"], "benchmark": [], **more}
 
 
-@pytest.fixture()
-def checkout(tmp_path):
+def write_checkout(root):
     """A toy checkout whose ``relay/clemgame.json`` declares two games, as clembench's
-    ``wordle/clemgame.json`` declares wordle and its variants."""
-    game = tmp_path / "clembench" / "relay"
+    ``wordle/clemgame.json`` declares wordle and its variants, and whose ``relay/in`` holds several
+    instances files, as clembench's games do."""
+    game = root / "clembench" / "relay"
     (game / "in").mkdir(parents=True)
     (game / "clemgame.json").write_text(json.dumps([_spec("relay"), _spec("relay_probed", instances="instances_probed")]))
     (game / "master.py").write_text(MASTER)
@@ -117,7 +117,31 @@ def checkout(tmp_path):
     (game / "in" / "instances.json").write_text(json.dumps({"experiments": [{"name": "words", "game_instances": instances}]}))
     (game / "in" / "instances_probed.json").write_text(json.dumps(
         {"experiments": [{"name": "probed", "probe": True, "game_instances": instances[:1]}]}))
-    return tmp_path / "clembench"
+    (game / "in" / "instances_more.json").write_text(json.dumps({"experiments": [
+        {"name": name, "probe": name == "long", "game_instances": [{"game_id": i, "word": w} for i, w in enumerate(words)]}
+        for name, words in (("short", ["ox", "ant"]), ("long", ["elephant", "crocodile"]), ("other", ["bee"]))]}))
+    return root / "clembench"
+
+
+@pytest.fixture()
+def checkout(tmp_path):
+    return write_checkout(tmp_path)
+
+
+def clem_command(checkout, cwd, *args, timeout=300):
+    """``rlplugs games clem --checkout CHECKOUT ARGS`` in a subprocess (the user's command)."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "rlplugs.tools.cli", "games", "clem", "--checkout", str(checkout), *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def records_in(out):
+    """The rlplugs records a run wrote under ``out``."""
+    from clembench_games.transcripts import load_records
+
+    return list(load_records(out))
 
 
 def policy(messages):
@@ -232,21 +256,17 @@ def test_a_game_whose_code_does_not_load_is_one_clear_error(checkout, tmp_path):
     """clembench's taboo fails at import without NLTK's stopwords (a LookupError whose message
     starts with a line of stars); the user gets its first real line and what to do."""
     broken = checkout / "broken"
-    broken.mkdir()
+    (broken / "in").mkdir(parents=True)
     (broken / "clemgame.json").write_text(json.dumps(_spec("broken")))
+    (broken / "in" / "instances.json").write_text(json.dumps({"experiments": [{"name": "e", "game_instances": [{"game_id": 0}]}]}))
     (broken / "master.py").write_text('raise LookupError("\\n*****\\n  Resource stopwords not found.\\n  Please use ...")\n')
     with pytest.raises(UsageError, match=r"game 'broken' did not load .*: LookupError: Resource stopwords not found.; install"):
         run_games(checkout, ["broken"], policy, tmp_path / "run")
 
 
 def test_the_clem_command_refuses_an_unknown_game_and_a_used_out_in_one_line_before_loading_a_model(checkout, tmp_path):
-    import subprocess
-    import sys
-
     def clem(*games, out):
-        cmd = [sys.executable, "-m", "rlplugs.tools.cli", "games", "clem", "--checkout", str(checkout),
-               "--model", str(tmp_path / "no-model"), "--games", *games, "--out", str(out)]
-        return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        return clem_command(checkout, tmp_path, "--model", tmp_path / "no-model", "--games", *games, "--out", out)
 
     done = clem("relay", "wordle", out=tmp_path / "new")
     assert done.returncode == 2 and "Traceback" not in done.stderr
@@ -256,6 +276,88 @@ def test_the_clem_command_refuses_an_unknown_game_and_a_used_out_in_one_line_bef
     (used / "scores.json").write_text("{}")
     done = clem("relay", out=used)
     assert done.returncode == 2 and "not empty" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.fixture(scope="module")
+def cross_play_run(tmp_path_factory, tiny_qwen35):
+    """One run of the user's command with two models, shared by the tests of what it picks, who
+    played which seat and which files it writes (importing clemcore takes ~15 s a process):
+    ``--model A B --instances instances_more --experiments short long --limit 1``. B is the tiny
+    model under another name: the tests check who played where, not what they said."""
+    root = tmp_path_factory.mktemp("cross")
+    checkout, models = write_checkout(root), (tiny_qwen35, root / "tiny-b")
+    models[1].symlink_to(tiny_qwen35, target_is_directory=True)
+    done = clem_command(checkout, root, "--model", *models, "--games", "relay", "--instances", "instances_more",
+                        "--experiments", "short", "long", "--limit", 1, "--max-new-tokens", 4, "--out", root / "run")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return checkout, root / "run", models
+
+
+def test_the_clem_command_plays_the_picked_experiments_of_an_instances_file_and_limits_each_experiment(cross_play_run):
+    """--instances picks a file in the game's in/ folder (as clem run -i), --experiments some of its
+    experiments, --limit the first N instances of *each* experiment; a wrong name is one line with the
+    names there and the closest one, before any model is loaded."""
+    from clembench_games.clem_adapter import plan_run
+
+    checkout, out, _ = cross_play_run
+    assert sorted(r["instance"]["instance_id"] for r in records_in(out)) == ["long-0", "short-0"]
+    assert len(list((out / "clem-results").rglob("interactions.json"))) == 2
+
+    # a wrong name: one line before any model loads (the command prints a UsageError as one line, exit 2:
+    # the refusal test above runs that path; a process of its own would cost ~20 s more of CI)
+    with pytest.raises(UsageError, match=r"^no experiment 'shrot' \(did you mean 'short'\?\) \(experiments there: "
+                                         r"relay: short, long, other\)$"):
+        plan_run(checkout, ["relay"], out.parent / "typo", instances="instances_more", experiments=["shrot", "long"])
+    with pytest.raises(UsageError, match=r"no instances file 'instance_more' \(did you mean 'instances_more'.*\(files there: "
+                                         r"instances, instances_more, instances_probed\)"):
+        plan_run(checkout, ["relay"], out.parent / "typo", instances="instance_more")
+    with pytest.raises(UsageError, match="game 'relay_probed' has none of the experiments words .it has: probed."):
+        plan_run(checkout, ["relay", "relay_probed"], out.parent / "typo", experiments=["words"])
+
+
+def test_the_clem_command_plays_two_models_in_cross_play_and_records_which_played_each_seat(cross_play_run):
+    """--model A B puts A on player 1 and B on player 2 (clem run -m A B); the record says so per
+    seat and per turn. In experiment "long" player 2 is asked a probe before player 1's first turn,
+    so both models speak even when player 1's reply (a random tiny model's) breaks the format."""
+    from clembench_games.clem_adapter import plan_run
+
+    checkout, out, (a, b) = cross_play_run
+    record = next(r for r in records_in(out) if r["instance"]["experiment"] == "long")
+    assert record["partner"] == "cross-play"
+    assert record["players"] == {"Speaker (Player 1)": a.name, "Speaker (Player 2)": b.name}
+    assert [(t["seat"], t["model"]) for t in record["turns"]] == [("Speaker (Player 2)", b.name), ("Speaker (Player 1)", a.name)]
+    page = next((out / "relay").glob("long-0-*.html")).read_text()
+    assert f"<b>Speaker (Player 2):</b> {b.name}" in page
+    (run_dir,) = (out / "clem-results").iterdir()
+    assert run_dir.name == f"{a.name}--{b.name}"  # clemcore's name for the pair, as clem run names it
+    with pytest.raises(UsageError, match=r"game 'relay' has 2 player\(s\): give 1 model .* or 2 .* not 3"):
+        plan_run(checkout, ["relay"], out.parent / "three", models=3)
+
+
+def test_the_clem_commands_results_folder_holds_clem_runs_files_and_clem_transcribe_and_score_read_it(
+        cross_play_run, monkeypatch):
+    """What clem run writes (clemcore 3.7: run.json per run; instance.json, interactions.json,
+    player_N.requests.json and completed.json per episode) is in the adapter's results folder, and
+    clemcore's own `clem transcribe` / `clem score` work on it."""
+    from clemcore.cli import score, transcripts
+
+    checkout, out, (a, b) = cross_play_run
+    (run_dir,) = (out / "clem-results").iterdir()
+    run_file = json.loads((run_dir / "run.json").read_text())
+    assert run_file["games"]["relay"]["num_instances"] == 2
+    assert [m["model_spec"]["model_name"] for m in run_file["player_models"].values()] == [a.name, b.name]
+    episodes = {json.loads((e / "instance.json").read_text())["word"]: e for e in run_dir.rglob("episode_*")}
+    assert sorted(episodes) == ["elephant", "ox"]
+    files = {p.name for p in episodes["elephant"].iterdir()}
+    assert {"interactions.json", "player_1.requests.json", "player_2.requests.json", "completed.json"} <= files
+    (probe,) = json.loads((episodes["elephant"] / "player_2.requests.json").read_text())["calls"]
+    assert probe["call"]["manipulated_prompt_obj"][-1]["content"] == "PROBE: are you ready?"
+    assert json.loads((episodes["elephant"] / "player_1.requests.json").read_text())["meta"]["model_name"] == a.name
+
+    monkeypatch.chdir(checkout)  # clemcore finds the game through the working directory
+    transcripts("relay", str(out / "clem-results"))  # what `clem transcribe -g relay -r DIR` runs
+    score("relay", str(out / "clem-results"))  # `clem score`
+    assert all({"transcript.html", "scores.json"} <= {p.name for p in e.iterdir()} for e in episodes.values())
 
 
 def test_taboo_stems_like_clembenchs_stemmer_on_our_word_lists():

@@ -12,21 +12,31 @@ How it plays (clemcore's own game masters, not ours):
   prompt and forgets extras, exactly as in ``clem run``) and logs every call;
 - :func:`play_instance` loads nothing itself: it drives ``create_game_master`` / ``setup`` /
   ``before_game`` / ``get_context_for`` / ``step`` of the game's ``GameBenchmark``; one policy on all
-  roles is clembench's self-play. Each player gets its own :class:`SeatModel` (a view on the one
+  roles is clembench's self-play. Each player gets its own :class:`SeatModel` (a view on its
   policy) so every call is logged under the seat that made it, also the calls a game master makes
   by itself in ``before_game`` or ``step`` (e.g. privateshared's probe rounds);
 - the episode is scored with ``create_game_scorer(...).compute_scores(interactions)`` from a
   ``GameInteractionsRecorder``; legacy games never set the clemcore outcome, so the game's scorer
   is the only source of Main Score / Aborted / Success / Lose;
-- clemcore's file-saver callbacks write the standard results tree
-  (``<out>/clem-results/<run>/<game>/<experiment>/...``) for ``clem score`` / ``clem eval``, and each
+- clemcore's file-saver callbacks write the results tree ``clem run`` writes
+  (``<out>/clem-results/<run>/run.json`` and ``<game>/<experiment>/episode_N/`` with
+  ``instance.json``, ``interactions.json``, ``player_N.requests.json`` and ``completed.json`` or
+  ``error.json``) for ``clem transcribe`` / ``clem score`` / ``clem eval``; episodes are numbered
+  (clemcore's episode layout) rather than named by instance, and each
   episode is also saved as an rlplugs record (JSON + HTML), so ``rlplugs games score`` and
   ``rlplugs games sft-data`` work on these runs unchanged.
 
+What a user picks: the instances file (``instances``, a name in each game's ``in/`` folder, as
+``clem run -i``), experiments by name, and ``limit`` instances of each experiment. ``policy`` is
+one policy on every seat (self-play) or ``{model name: policy}`` with one entry per player in the
+game's player order (cross-play, as ``clem run -m a b``); each record says which model played
+which seat.
+
 What a user sees: clemcore sends its log to ``clembench.log`` in the working directory, so a failed
 instance is also returned (:class:`ClemRun` ``.failures``) for the CLI to print; a run in which
-every instance failed is a :class:`UsageError`, and so is an ``out`` that already holds a run (a
-second run would overwrite its episodes).
+every instance failed is a :class:`UsageError`, and so are, before anything is loaded or played,
+an ``out`` that already holds a run (a second run would overwrite its episodes), an unknown game,
+instances file or experiment, and a number of models that fits no game's players.
 """
 
 from __future__ import annotations
@@ -34,15 +44,24 @@ from __future__ import annotations
 import copy
 import logging
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clemcore.backends.model_registry import Model, ModelSpec
 from clemcore.clemgame import GameBenchmark, GameInstances, GameInteractionsRecorder, GameSpec
-from clemcore.clemgame.callbacks import episode_results_folder_callbacks
+from clemcore.clemgame.callbacks.base import GameBenchmarkCallbackList
+from clemcore.clemgame.callbacks.files import (EpisodeResultsFolder, EpisodeResultsFolderCallback, ExperimentFileSaver,
+                                               InstanceFileSaver, InteractionsFileSaver, PlayerFileSaver, RunFileSaver)
+
+try:  # clemcore 3.7: clem run marks each episode completed.json / error.json (on_game_end gets the exception)
+    from clemcore.clemgame.callbacks.files import SignalFileSaver
+except ImportError:  # clemcore 3.6 (run from a separate venv, see the README): neither
+    SignalFileSaver = None
 
 from rlplugs import Policy, UsageError
+from rlplugs.errors import did_you_mean
 
 from clembench_games.transcripts import save_episode, write_index
 
@@ -63,22 +82,26 @@ class PolicyModel(Model):
     def generate_response(self, messages: list[dict], seat: str = "unknown") -> tuple[Any, Any, str]:
         chat = [{"role": m["role"], "content": m["content"]} for m in messages]
         text = self.policy(copy.deepcopy(chat))
-        self.calls.append({"seat": seat, "messages": chat, "response": text, "verdict": "ok"})
+        self.calls.append({"seat": seat, "model": self.name, "messages": chat, "response": text, "verdict": "ok"})
         return chat, {"response": text, "backend": "rlplugs"}, text
 
 
 class SeatModel(Model):
-    """One player's handle on the shared :class:`PolicyModel`: same name and generation settings,
-    every call logged under ``seat`` (known once the game master has set its players up)."""
+    """One player's handle on a :class:`PolicyModel`: same name and generation settings, every
+    call logged under ``seat`` (known once the game master has set its players up) in the
+    episode's ``calls`` (in cross-play the seats' calls interleave across models)."""
 
-    def __init__(self, shared: PolicyModel):
+    def __init__(self, shared: PolicyModel, calls: list[dict[str, Any]]):
         super().__init__(shared.model_spec)
         self.set_gen_args(temperature=shared.temperature, max_tokens=shared.max_tokens)
         self.shared = shared
+        self.calls = calls
         self.seat = "unknown"
 
     def generate_response(self, messages: list[dict]) -> tuple[Any, Any, str]:
-        return self.shared.generate_response(messages, self.seat)
+        answer = self.shared.generate_response(messages, self.seat)
+        self.calls.append(self.shared.calls[-1])
+        return answer
 
 
 @dataclass
@@ -100,49 +123,53 @@ def game_specs(checkout: Path) -> dict[str, GameSpec]:
     return specs
 
 
-def load_game(checkout: Path, game: str) -> GameBenchmark:
-    """The ``GameBenchmark`` of ``game`` in a clembench checkout, from whichever
-    ``<checkout>/<dir>/clemgame.json`` declares it."""
-    specs = game_specs(checkout)
-    if game not in specs:
-        known = ", ".join(sorted(specs)) or "none: is it a clembench checkout?"
-        raise UsageError(f"no game '{game}' in {checkout} (games there: {known})")
+def load_game(spec: GameSpec) -> GameBenchmark:
+    """The ``GameBenchmark`` of a game spec (its ``master.py`` imported)."""
     try:
-        return GameBenchmark.load_from_spec(specs[game])
+        return GameBenchmark.load_from_spec(spec)
     except Exception as exc:  # noqa: BLE001 - the game's own code: a missing package or data (NLTK's stopwords for taboo)
         why = next((line.strip(" *") for line in str(exc).splitlines() if line.strip(" *")), "")
-        raise UsageError(f"game '{game}' did not load from {specs[game].game_path}: {type(exc).__name__}: {why}; "
+        raise UsageError(f"game '{spec.game_name}' did not load from {spec.game_path}: {type(exc).__name__}: {why}; "
                          "install what the checkout's requirements.txt and the game's README ask for") from exc
 
 
-def play_instance(bench: GameBenchmark, row: dict, model: PolicyModel, callbacks=None) -> dict[str, Any]:
-    """Play one instance row (``GameInstances`` row) in self-play; returns an rlplugs record."""
+def play_instance(bench: GameBenchmark, row: dict, models: list[PolicyModel] | PolicyModel,
+                  callbacks: GameBenchmarkCallbackList | None = None) -> dict[str, Any]:
+    """Play one instance row (``GameInstances`` row), self-play with one model or one model per
+    player (in the game's player order); returns an rlplugs record."""
     experiment, instance = row["experiment"], row["game_instance"]
-    models = [SeatModel(model) for _ in range(bench.game_spec.players)]
-    gm = bench.create_game_master(experiment, models)
+    models = [models] if isinstance(models, PolicyModel) else models
+    callbacks = callbacks if callbacks is not None else GameBenchmarkCallbackList()
+    calls: list[dict[str, Any]] = []
+    seat_models = [SeatModel(models[i % len(models)], calls) for i in range(bench.game_spec.players)]
+    gm = bench.create_game_master(experiment, seat_models)
     gm.setup(**instance)
     seats = seat_names(gm.get_players())
     for player in gm.get_players():
         if isinstance(player.model, SeatModel):
             player.model.seat = seats[player.name]
-    recorder = GameInteractionsRecorder(bench.game_name, experiment["name"], instance["game_id"], "", Model.to_infos(models))
+    recorder = GameInteractionsRecorder(bench.game_name, experiment["name"], instance["game_id"], "",
+                                        Model.to_infos(seat_models))
     for player in gm.get_players():
         recorder.log_player(player.name, player.game_role, player.model.name)
     gm.register(recorder)
-    if callbacks is not None:
-        callbacks.on_game_start(gm, instance)
-    first_call = len(model.calls)
-    gm.before_game()  # may ask the players already (privateshared's first probe round)
-    done = False
-    while not done:
-        player = gm.current_player
-        done, _ = gm.step(player(gm.get_context_for(player)))
-    if callbacks is not None:
-        callbacks.on_game_end(gm, instance)
+    callbacks.on_game_start(gm, instance)
+    try:
+        gm.before_game()  # may ask the players already (privateshared's first probe round)
+        done = False
+        while not done:
+            player = gm.current_player
+            done, _ = gm.step(player(gm.get_context_for(player)))
+    except Exception as exc:  # as clemcore 3.7's own runner: error.json for this episode, then the caller decides
+        if SignalFileSaver is not None:
+            callbacks.on_game_end(gm, instance, exc)
+        raise
+    callbacks.on_game_end(gm, instance)
     scorer = bench.create_game_scorer(experiment, instance)
     scorer.compute_scores(recorder.interactions)
     scores = scorer.scores["episode scores"]
-    return _record(bench.game_name, experiment, instance, scores, model.calls[first_call:], set(seats.values()))
+    players = {seats[p.name]: p.model.name for p in gm.get_players()}
+    return _record(bench.game_name, experiment, instance, scores, calls, players, cross_play=len(models) > 1)
 
 
 def seat_names(players: list) -> dict[str, str]:
@@ -151,7 +178,8 @@ def seat_names(players: list) -> dict[str, str]:
     return {p.name: p.game_role if roles.count(p.game_role) == 1 else f"{p.game_role} ({p.name})" for p in players}
 
 
-def _record(game: str, experiment: dict, instance: dict, scores: dict, calls: list[dict], roles: set[str]) -> dict[str, Any]:
+def _record(game: str, experiment: dict, instance: dict, scores: dict, calls: list[dict], players: dict[str, str],
+            cross_play: bool) -> dict[str, Any]:
     metrics = {k: float(scores[k]) for k in CLEM_METRICS if k in scores and scores[k] is not None}
     main = metrics.get("Main Score", math.nan)
     aborted = bool(metrics.get("Aborted", 0.0))
@@ -162,9 +190,10 @@ def _record(game: str, experiment: dict, instance: dict, scores: dict, calls: li
         "game": game,
         "instance": {"experiment": experiment["name"], "instance_id": f"{experiment['name']}-{instance['game_id']}",
                      "game_id": instance["game_id"]},
-        "seats": sorted(roles),
-        "trained_seats": sorted(roles),
-        "partner": "self-play",
+        "seats": sorted(players),
+        "trained_seats": sorted(players),
+        "players": players,  # seat -> the model that played it (clemcore's name for a programmatic player)
+        "partner": "cross-play" if cross_play else "self-play",
         "outcome": outcome,
         "abort_reason": "aborted (see the game's interactions.json)" if aborted else None,
         "metrics": metrics,
@@ -174,40 +203,122 @@ def _record(game: str, experiment: dict, instance: dict, scores: dict, calls: li
     }
 
 
-def check_run(checkout: Path, games: list[str], out: Path) -> None:
-    """Refuse, before anything is loaded or played, an ``out`` that already holds files (a second
-    run would overwrite the first one's episodes) and a game the checkout does not declare."""
+@dataclass
+class GamePlan:
+    """One game of a run: its spec (instances file set) and the instance rows to play."""
+
+    spec: GameSpec
+    rows: list[dict[str, Any]]
+
+
+def plan_run(checkout: Path, games: list[str], out: Path, *, experiments: list[str] | None = None,
+             instances: str | None = None, limit: int | None = None, models: int = 1) -> dict[str, GamePlan]:
+    """What a run will play, checked before any game code or model is loaded: refuses an ``out``
+    that already holds files (a second run would overwrite the first one's episodes), a game the
+    checkout does not declare, an instances file a game does not have, an experiment no game has
+    (or a game with none of them), and a number of models that is neither 1 nor the game's
+    players. ``limit`` caps the instances of each experiment."""
+    out = Path(out)
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit must be 1 or more (instances of each experiment), not {limit}")
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} is not empty (an earlier run?): a new run would overwrite its episodes; pass a new --out")
     specs = game_specs(checkout)
-    for game in games:
-        if game not in specs:
-            load_game(checkout, game)  # raises the one "no game ... (games there: ...)" error
+    unknown = [g for g in games if g not in specs]
+    if unknown:
+        known = ", ".join(sorted(specs)) or "none: is it a clembench checkout?"
+        raise UsageError(f"no game {did_you_mean(unknown, specs)} in {checkout} (games there: {known})")
+    plans = {game: GamePlan(specs[game], _instance_rows(specs[game], instances)) for game in games}
+    for game, plan in plans.items():
+        players = plan.spec.players
+        if models not in (1, players):
+            either = f" (it plays every seat) or {players} (one per player, in order)" if players > 1 else ""
+            raise UsageError(f"game '{game}' has {players} player(s): give 1 model{either}, not {models}")
+    if experiments:
+        names = {game: list(dict.fromkeys(r["experiment"]["name"] for r in plan.rows)) for game, plan in plans.items()}
+        everywhere = [n for ns in names.values() for n in ns]
+        missing = [e for e in experiments if e not in everywhere]
+        if missing:
+            listing = "; ".join(f"{game}: {', '.join(ns)}" for game, ns in names.items())
+            raise UsageError(f"no experiment {did_you_mean(missing, everywhere)} (experiments there: {listing})")
+        for game, ns in names.items():
+            if not set(ns) & set(experiments):
+                raise UsageError(f"game '{game}' has none of the experiments {', '.join(experiments)} "
+                                 f"(it has: {', '.join(ns)})")
+    for plan in plans.values():
+        rows = [r for r in plan.rows if not experiments or r["experiment"]["name"] in experiments]
+        plan.rows = _first_per_experiment(rows, limit)
+    return plans
 
 
-def run_games(checkout: Path, games: list[str], policy: Policy, out: Path, *, model_name: str = "rlplugs-policy",
-              experiments: list[str] | None = None, limit: int | None = None) -> ClemRun:
-    """Play ``games`` of a clembench checkout with ``policy`` in self-play; save records under
-    ``out`` (a new directory or an empty one) and the clemcore results tree under
-    ``out/clem-results``. ``limit`` caps instances per game. One game is open at a time: clembench
-    games import sibling modules by bare name. A failed instance is skipped (as in ``clem run``)
-    and listed in the result; if every instance fails, nothing is written and a UsageError says
-    why the first one failed."""
+def _instance_rows(spec: GameSpec, instances: str | None) -> list[dict[str, Any]]:
+    """The rows of the game's instances file (``instances`` or the spec's own, ``in/instances.json``
+    by default)."""
+    if instances:
+        spec.instances = instances.removesuffix(".json")  # as clem run -i: one file name for every game
+    name = getattr(spec, "instances", "instances")
+    folder = Path(spec.game_path) / "in"
+    if not (folder / f"{name}.json").is_file():
+        there = sorted(p.stem for p in folder.glob("*.json"))
+        raise UsageError(f"game '{spec.game_name}' has no instances file {did_you_mean([name], there)} in {folder} "
+                         f"(files there: {', '.join(there) or 'none'})")
+    try:
+        return list(GameInstances.from_game_spec(spec))
+    except (ValueError, KeyError, TypeError) as exc:  # clemcore's own checks, or a malformed experiment
+        raise UsageError(f"{folder / f'{name}.json'} is not a clemcore instances file: {type(exc).__name__}: {exc}") from exc
+
+
+def _first_per_experiment(rows: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    seen: dict[str, int] = {}
+    kept = []
+    for row in rows:
+        name = row["experiment"]["name"]
+        seen[name] = seen.get(name, 0) + 1
+        if limit is None or seen[name] <= limit:
+            kept.append(row)
+    return kept
+
+
+def results_callbacks(results: Path, models: list[PolicyModel]) -> GameBenchmarkCallbackList:
+    """The files ``clem run`` writes (clemcore 3.7's file savers: run.json, experiment.json,
+    instance.json, interactions.json, the players' requests files and the completed/error signal),
+    in clemcore's episode layout; the run folder is named after the models, as ``clem run`` names it."""
+    folder = EpisodeResultsFolder(results, Model.to_identifier(models))
+    infos = Model.to_infos(models)
+    return GameBenchmarkCallbackList([
+        EpisodeResultsFolderCallback(folder),  # first: numbers the episode the savers below write into
+        InstanceFileSaver(folder),
+        ExperimentFileSaver(folder, player_model_infos=infos),
+        InteractionsFileSaver(folder, player_model_infos=infos),
+        RunFileSaver(folder, player_model_infos=infos),
+        PlayerFileSaver(folder),
+        *([SignalFileSaver(folder)] if SignalFileSaver is not None else []),
+    ])
+
+
+def run_games(checkout: Path, games: list[str], policy: Policy | Mapping[str, Policy], out: Path, *,
+              model_name: str = "rlplugs-policy", experiments: list[str] | None = None, instances: str | None = None,
+              limit: int | None = None) -> ClemRun:
+    """Play ``games`` of a clembench checkout; save records under ``out`` (a new directory or an
+    empty one) and clemcore's results tree under ``out/clem-results``. ``policy``: one policy on
+    every seat (named ``model_name``), or ``{model name: policy}`` with one per player. One game is
+    open at a time: clembench games import sibling modules by bare name. A failed instance is
+    skipped (as in ``clem run``, with clemcore's ``error.json`` in its episode folder) and listed in
+    the result; if every instance fails, no record is written and a UsageError says why the first
+    one failed."""
     out = Path(out)
-    check_run(checkout, games, out)
-    model = PolicyModel(policy, model_name)
-    callbacks = episode_results_folder_callbacks(run_dir=model_name, result_dir_path=out / "clem-results",
-                                                 player_model_infos=Model.to_infos([model]))
+    named: Mapping[str, Callable] = policy if isinstance(policy, Mapping) else {model_name: policy}
+    plans = plan_run(checkout, games, out, experiments=experiments, instances=instances, limit=limit, models=len(named))
+    models = [PolicyModel(p, name) for name, p in named.items()]
+    callbacks = results_callbacks(out / "clem-results", models)
     run = ClemRun()
-    for game in games:
-        with load_game(checkout, game) as bench:
-            rows = list(GameInstances.from_game_spec(bench.game_spec))
-            rows = [r for r in rows if experiments is None or r["experiment"]["name"] in experiments][:limit]
+    for game, plan in plans.items():
+        with load_game(plan.spec) as bench:
             callbacks.on_benchmark_start(bench)
-            for k, row in enumerate(rows):
+            for k, row in enumerate(plan.rows):
                 game_id = row["game_instance"].get("game_id")
                 try:
-                    rec = play_instance(bench, row, model, callbacks)
+                    rec = play_instance(bench, row, models, callbacks)
                 except Exception as exc:  # noqa: BLE001 - one broken instance must not end the run (as in clem run)
                     log.exception("%s: instance %s failed (continuing)", game, game_id)
                     run.failures.append((game, game_id, f"{type(exc).__name__}: {exc}"))

@@ -6,8 +6,9 @@
   and ``scores.json`` for the run.
 - ``sft-data --runs DIR --out FILE``: the won episodes' turns as chat samples (JSONL).
 - ``score --runs DIR``: the clemscore table of one or more runs.
-- ``clem --checkout DIR --model PATH --games ...``: a user's own clembench games through clemcore
-  (``clem_adapter``; needs the ``clem`` extra in its own environment).
+- ``clem --checkout DIR --model PATH [PATH] --games ... [--instances F] [--experiments E ...] [--limit N]``:
+  a user's own clembench games through clemcore, self-play or cross-play (``clem_adapter``; needs
+  the ``clem`` extra in its own environment).
 """
 
 from __future__ import annotations
@@ -129,17 +130,20 @@ def _cmd_clem(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     try:
-        from clembench_games.clem_adapter import check_run, run_games
+        from clembench_games.clem_adapter import plan_run, run_games
     except ModuleNotFoundError as exc:
         Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'", markup=False)
         return 2
     from rlplugs import HFPolicy
 
-    check_run(Path(args.checkout), args.games, Path(args.out))  # before the model is loaded
-    policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                      batch_size=1, seed=args.seed)
-    run = run_games(Path(args.checkout), args.games, policy, Path(args.out), model_name=Path(args.model).name,
-                    limit=args.limit)
+    paths = list(dict.fromkeys(args.model))  # `--model a a` is self-play, as one model
+    selection = dict(experiments=args.experiments, instances=args.instances, limit=args.limit)
+    plan_run(Path(args.checkout), args.games, Path(args.out), models=len(paths), **selection)  # before loading models
+    names = [Path(p).name for p in paths]
+    names = names if len(set(names)) == len(names) else paths  # two checkpoints of one name: their paths tell them apart
+    policies = {name: HFPolicy(path, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                               batch_size=1, seed=args.seed) for name, path in zip(names, paths, strict=True)}
+    run = run_games(Path(args.checkout), args.games, policies, Path(args.out), **selection)
     err = Console(stderr=True)
     for game, game_id, why in run.failures:  # clemcore logs only to clembench.log
         err.print(f"warning: {game} instance {game_id} failed and was skipped: {why}", markup=False)
@@ -188,10 +192,15 @@ def add_games_command(subparsers) -> None:
 
     m = sub.add_parser("clem", help="play a clembench checkout's games through clemcore (extra 'clem', own venv)")
     m.add_argument("--checkout", required=True, help="clembench checkout (directory holding <game>/clemgame.json)")
-    m.add_argument("--model", required=True, help="local model directory (from_pretrained)")
+    m.add_argument("--model", nargs="+", required=True,
+                   help="local model directory (from_pretrained): one plays every seat (self-play); one per player, "
+                        "in the game's player order, is cross-play (as clem run -m A B)")
     m.add_argument("--games", nargs="+", required=True, help="game names in the checkout, e.g. taboo wordle")
     m.add_argument("--out", required=True, help="run directory: rlplugs records + clem-results/ tree")
-    m.add_argument("--limit", type=int, help="instances per game (default: all)")
+    m.add_argument("--instances", help="instances file in each game's in/ folder, e.g. instances_v1.6 "
+                                       "(default: the one clemgame.json names, else instances.json)")
+    m.add_argument("--experiments", nargs="+", help="experiment names to play (default: all in the instances file)")
+    m.add_argument("--limit", type=int, help="the first N instances of each experiment (default: all)")
     m.add_argument("--temperature", type=float, default=0.0)
     m.add_argument("--max-new-tokens", type=int, default=300)
     m.add_argument("--seed", type=int, default=0)

@@ -54,7 +54,10 @@ def episode_html(record: dict[str, Any]) -> str:
     parts.append(f"<p><b>outcome:</b> {html.escape(record['outcome'])}"
                  + (f" ({html.escape(record['abort_reason'])})" if record["abort_reason"] else "")
                  + f"<br><b>trained seats:</b> {html.escape(', '.join(record['trained_seats']))}"
-                 + f"; partner: {html.escape(record['partner'])}<br>{html.escape(metrics)}</p>")
+                 + f"; partner: {html.escape(record['partner'])}"
+                 + "".join(f"<br><b>{html.escape(seat)}:</b> {html.escape(model)}"  # clemcore adapter runs
+                           for seat, model in record.get("players", {}).items())
+                 + f"<br>{html.escape(metrics)}</p>")
     for turn in record["turns"]:
         seat = html.escape(turn["seat"])
         parts.append(f'<div class="turn prompt"><span class="seat">GM → {seat}</span>\n'
