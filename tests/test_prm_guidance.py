@@ -236,3 +236,18 @@ def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, cap
     assert main(["prm", "label", "--env", "count-test", "--model", str(tiny_qwen35), "--outcome", '{"wins": 1}',
                  "--out", str(tmp_path / "l.jsonl")]) == USAGE_ERROR  # fmt: skip
     assert "not components of 'count-test'" in capsys.readouterr().err
+
+
+def test_eval_command_plays_the_outcome_control_of_best_of_n(tmp_path, tiny_qwen35, plugin_env):
+    import subprocess
+
+    from test_cli import RLPLUGS
+
+    out = tmp_path / "outcome"
+    proc = subprocess.run([RLPLUGS, "eval", "--env", "count-test", "--model", str(tiny_qwen35), "--rows", "1", "--samples", "1",
+                           "--max_new_tokens", "4", "--guidance", "best-of-n-outcome",
+                           "--guidance_args", '{"n": 2, "outcome": {"digits": 1}}', "--out", str(out)],
+                          env=plugin_env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (out / "samples.jsonl").read_text()
+    assert '"pick": "outcome-rollout"' in text and '"n": 2' in text and '"scores"' in text
