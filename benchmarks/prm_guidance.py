@@ -308,14 +308,16 @@ def goal_check(out: dict[str, Any]) -> dict[str, Any]:
     separated = all(ci is not None and ci[0] > 0 for ci in diffs)
     ratio = modes["best_of_n_prm"]["wall_s"] / modes["greedy"]["wall_s"]
 
+    def interval(ci: list[float] | None) -> str:
+        return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "n/a"
+
     def show(m: str) -> str:
-        ci = modes[m]["clemscore_ci95"]
-        return f"{score[m]:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+        return f"{score[m]:.2f} {interval(modes[m]['clemscore_ci95'])}"
 
     text = (f"clemscore PRM best-of-{out['settings']['n']} {show('best_of_n_prm')} vs random "
             f"{show('best_of_n_random')} vs greedy {show('greedy')}: order "
             f"{'holds' if ordered else 'does not hold'} on the point estimates, and the paired 95% intervals of "
-            f"PRM-random {diffs[0]} and random-greedy {diffs[1]} {'both lie' if separated else 'do not both lie'} above 0; "
+            f"PRM-random {interval(diffs[0])} and random-greedy {interval(diffs[1])} {'both lie' if separated else 'do not both lie'} above 0; "
             f"wall ratio PRM best-of-N / greedy {ratio:.2f} ({'<=' if ratio <= GOAL_WALL_RATIO else '>'} {GOAL_WALL_RATIO}).")
     return {"checked": True, "order_holds": ordered, "order_holds_beyond_intervals": separated,
             "wall_ratio_best_of_n_prm_vs_greedy": ratio, "wall_ratio_met": ratio <= GOAL_WALL_RATIO,
