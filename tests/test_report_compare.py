@@ -82,15 +82,6 @@ def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plug
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
 
 
-def test_row_bootstrap_resamples_whole_rows():
-    assert row_bootstrap([[1.0, 1.0], [1.0]]) == (1.0, 1.0)
-    low, high = row_bootstrap([[1.0] * 10, [0.0] * 10])  # two rows: resampled means are 0, 0.5 or 1
-    assert (low, high) == (0.0, 1.0)
-    low, high = row_bootstrap([[1.0, 0.0]] * 20)  # every row the same: no spread between rows
-    assert low == high == 0.5
-    assert row_bootstrap([[], []]) is None
-
-
 def test_bootstrap_interval_of_any_statistic_draws_the_same_resamples_for_each_run():
     a = [0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0]
     b = [x + 0.25 for x in a]  # the same items, every one 0.25 better
@@ -105,3 +96,13 @@ def test_bootstrap_interval_of_any_statistic_draws_the_same_resamples_for_each_r
     # paired: a difference of two runs over the same resampled items has no spread of its own
     assert bootstrap_interval(lambda p: mean(b)(p) - mean(a)(p), len(a)) == pytest.approx((0.25, 0.25))
     assert bootstrap_interval(mean(a), 0) is None
+
+
+def test_row_bootstrap_resamples_whole_rows():
+    assert row_bootstrap([[1.0, 1.0], [1.0]]) == (1.0, 1.0)
+    low, high = row_bootstrap([[1.0] * 10, [0.0] * 10])  # two rows: resampled means are 0, 0.5 or 1
+    assert (low, high) == (0.0, 1.0)
+    low, high = row_bootstrap([[1.0, 0.0]] * 20)  # every row the same: no spread between rows
+    assert low == high == 0.5
+    assert row_bootstrap([[], []]) is None
+
