@@ -105,4 +105,3 @@ def test_row_bootstrap_resamples_whole_rows():
     low, high = row_bootstrap([[1.0, 0.0]] * 20)  # every row the same: no spread between rows
     assert low == high == 0.5
     assert row_bootstrap([[], []]) is None
-
