@@ -1,6 +1,8 @@
 """PRM training and guidance end to end on the tiny Qwen3.5: a PRM really trained on Monte-Carlo
 labels from count-test ranks candidates by what its labels favoured, best-of-n and beam search
-play accordingly, and flipping the labels flips the choices."""
+play accordingly, and flipping the labels flips the choices. Best-of-n's PRM-free controls pick
+among the same candidates: at random (a uniform draw among the samples) and by the outcome of one
+rollout per candidate."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from prm_scripted import ScriptedPolicy
 
 from rlplugs.episode import stop_reason
+from rlplugs.builtins.prm.controls import OutcomePick, RandomPick
 from rlplugs.builtins.prm.guidance import BeamSearch, BestOfN, GuidedEpisode
 from rlplugs.builtins.prm.labels import monte_carlo_labels, save_rows
 from rlplugs.builtins.prm.model import PRMScorer, save_prm
@@ -112,9 +115,38 @@ def test_beam_search_batches_the_beams_of_several_episodes(env, digit_scorer):
     assert policy.calls == [(2, 2), (4, 2), (2, 1)]  # 1 beam x 2 episodes, then 2 beams x 2, then finish
 
 
+def test_random_pick_is_a_uniform_draw_among_the_samples_duplicates_included(env):
+    policy = ScriptedPolicy(["7", "seven", "7"])  # "7" is 2 of the 3 samples of every turn
+    played = BestOfN(RandomPick(seed=3), n=3, temperature=None).play_all([env.episodes({"start": s}) for s in range(40)], policy)
+    turns = [t for p in played for t in p.record()["guidance"]["turns"]]
+    chosen = [t["chosen"] for t in turns]
+    assert {p.record()["guidance"]["pick"] for p in played} == {"random"}
+    assert len(turns) == 120 and set(chosen) == {0, 1, 2}  # every sample gets played sometimes
+    share_7 = sum(t["candidates"][t["chosen"]] == "7" for t in turns) / len(turns)
+    assert 0.55 < share_7 < 0.8  # 2/3 (a pick among distinct replies would give 1/2)
+    again = BestOfN(RandomPick(seed=3), n=3, temperature=None).play_all([env.episodes({"start": s}) for s in range(40)], policy)
+    assert [t["chosen"] for p in again for t in p.record()["guidance"]["turns"]] == chosen  # seeded
+    assert policy.calls[0] == (40, 3)  # one candidate call per round for all episodes
+
+
+def test_outcome_pick_plays_the_candidate_whose_rollout_to_the_end_scored_best(env):
+    policy = ScriptedPolicy(["seven", "7"])  # rollouts continue with "seven" (the first sample)
+    played = BestOfN(OutcomePick(DIGITS), n=2, temperature=None).play(env.episodes({"start": 300}), policy)
+    trace = played.record()["guidance"]
+    assert trace["pick"] == "outcome-rollout"
+    assert [t["candidates"][t["chosen"]] for t in trace["turns"]] == ["7"] * 3
+    # digits = share of turns with a digit, over the game after this candidate and "seven" rollouts
+    assert [t["scores"] for t in trace["turns"]] == [[0, 1 / 3], [1 / 3, 2 / 3], [2 / 3, 1]]
+    assert played.scores()["digits"].value == 1.0
+    # each round: candidates, then both candidates' clones played out together, one call per turn
+    assert policy.calls == [(1, 2), (2, 1), (2, 1), (1, 2), (2, 1), (1, 2)]
+
+
 def test_an_error_in_one_game_stops_that_game_not_the_search(digit_scorer):
     faulty = make_env("count-test", {"rows": 4, "turns": 3, "fail_starts": [2]})  # start=2 raises on turn 2
     searches = [BestOfN(digit_scorer, n=2, temperature=None),
+                BestOfN(RandomPick(), n=2, temperature=None),
+                BestOfN(OutcomePick(DIGITS), n=2, temperature=None),  # its rollouts of that game stop too
                 BeamSearch(digit_scorer, beam_width=2, n=2, iterations=2, temperature=None)]
     for search in searches:
         healthy, broken = search.play_all([faulty.episodes({"start": s}) for s in (1, 2)], ScriptedPolicy(["seven", "7"]))
@@ -149,6 +181,14 @@ def test_guidance_registrations_build_from_strict_options(digit_prm):
         registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "n": 0})
     with pytest.raises(ValueError, match="prm: '/nonexistent/prm' is not a directory"):
         registry.get("guidance", "best-of-n").build({"prm": "/nonexistent/prm"})
+    control = registry.get("guidance", "best-of-n-random").build({"n": 5, "seed": 2})
+    assert isinstance(control.scorer, RandomPick) and (control.n, control.scorer.seed) == (5, 2)
+    bound = registry.get("guidance", "best-of-n-outcome").build({"outcome": {"digits": 1}, "temperature": 1.0})
+    assert isinstance(bound.scorer, OutcomePick) and bound.scorer.weights == {"digits": 1.0}
+    with pytest.raises(UnknownOptionError, match="seed"):
+        registry.get("guidance", "best-of-n-random").build({"sed": 2})
+    with pytest.raises(ValueError, match="positive weight"):
+        registry.get("guidance", "best-of-n-outcome").build({"outcome": {}})
 
 
 def test_lora_prm_saves_as_adapter_and_merged_with_the_same_scores(env, rows, tmp_path_factory, tiny_qwen35):
@@ -196,3 +236,18 @@ def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, cap
     assert main(["prm", "label", "--env", "count-test", "--model", str(tiny_qwen35), "--outcome", '{"wins": 1}',
                  "--out", str(tmp_path / "l.jsonl")]) == USAGE_ERROR  # fmt: skip
     assert "not components of 'count-test'" in capsys.readouterr().err
+
+
+def test_eval_command_plays_the_outcome_control_of_best_of_n(tmp_path, tiny_qwen35, plugin_env):
+    import subprocess
+
+    from test_cli import RLPLUGS
+
+    out = tmp_path / "outcome"
+    proc = subprocess.run([RLPLUGS, "eval", "--env", "count-test", "--model", str(tiny_qwen35), "--rows", "1", "--samples", "1",
+                           "--max_new_tokens", "4", "--guidance", "best-of-n-outcome",
+                           "--guidance_args", '{"n": 2, "outcome": {"digits": 1}}', "--out", str(out)],
+                          env=plugin_env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (out / "samples.jsonl").read_text()
+    assert '"pick": "outcome-rollout"' in text and '"n": 2' in text and '"scores"' in text

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from rlplugs.tools.report import row_bootstrap
+from rlplugs.tools.report import bootstrap_interval, row_bootstrap
 from test_cli import RLPLUGS
 
 
@@ -80,6 +80,22 @@ def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plug
     paths = {"missing": str(tmp_path / "nope"), "tiny": str(runs / "tiny"), "broken": str(broken)}
     out = rlplugs("report", *[a.format(**paths) for a in args], "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=120)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bootstrap_interval_of_any_statistic_draws_the_same_resamples_for_each_run():
+    a = [0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    b = [x + 0.25 for x in a]  # the same items, every one 0.25 better
+
+    def mean(values):
+        return lambda picks: sum(values[i] for i in picks) / len(picks)
+
+    # the mean of single-value rows is what row_bootstrap resamples, with the same draws
+    assert bootstrap_interval(mean(a), len(a)) == row_bootstrap([[x] for x in a])
+    low, high = bootstrap_interval(mean(a), len(a))
+    assert 0.2 < low < 0.6 < high < 0.95
+    # paired: a difference of two runs over the same resampled items has no spread of its own
+    assert bootstrap_interval(lambda p: mean(b)(p) - mean(a)(p), len(a)) == pytest.approx((0.25, 0.25))
+    assert bootstrap_interval(mean(a), 0) is None
 
 
 def test_row_bootstrap_resamples_whole_rows():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +218,21 @@ def load_run(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return report, records
 
 
+def _resamples(size: int, resamples: int, seed: int) -> Any:
+    """``resamples`` x ``size`` indices drawn with replacement; the same ``seed`` and ``size`` give
+    the same draws, so statistics of several runs over the same items are resampled in pairs."""
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, size, size=(resamples, size))
+
+
+def _percentile_interval(values: Any) -> tuple[float, float]:
+    import numpy as np
+
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
 def row_bootstrap(rows: list[list[float]], resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
     """95% percentile interval of the pooled mean when whole rows are resampled (a row's samples
     share a prompt and are not independent). None without a scored value."""
@@ -228,10 +243,18 @@ def row_bootstrap(rows: list[list[float]], resamples: int = 2000, seed: int = 0)
         return None
     sums = np.array([sum(r) for r in rows])
     counts = np.array([len(r) for r in rows])
-    pick = np.random.default_rng(seed).integers(0, len(rows), size=(resamples, len(rows)))
-    means = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
+    pick = _resamples(len(rows), resamples, seed)
+    return _percentile_interval(sums[pick].sum(axis=1) / counts[pick].sum(axis=1))
+
+
+def bootstrap_interval(statistic: Callable[[Sequence[int]], float], size: int, resamples: int = 2000,
+                       seed: int = 0) -> tuple[float, float] | None:  # fmt: skip
+    """95% percentile interval of any statistic of ``size`` items (clemscore, a difference of two
+    runs' scores, ...) when the items are resampled: ``statistic`` gets the indices of one resample.
+    Calls with the same ``size`` and ``seed`` draw the same resamples (paired). None without items."""
+    if size < 1:
+        return None
+    return _percentile_interval([statistic(list(pick)) for pick in _resamples(size, resamples, seed)])
 
 
 def compare_runs(folders: list[str | Path], labels: list[str] | None = None, metric: str | None = None) -> list[dict[str, Any]]:

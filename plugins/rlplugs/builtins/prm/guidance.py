@@ -6,7 +6,8 @@ environment. Turns of seats that are not trained (a programmatic partner's, or i
 are played by the policy as usual; at each *learner* turn:
 
 - **best-of-N** samples ``n`` candidates in one batched call, the PRM scores each in its context,
-  and the highest-scoring candidate is played;
+  and the highest-scoring candidate is played (the same search with another picker, a
+  :class:`CandidateRanker`, gives its controls: :mod:`rlplugs.builtins.prm.controls`);
 - **beam search** keeps ``beam_width`` cloned games; for ``iterations`` learner turns each beam
   is expanded with ``n`` candidates, every (beam, candidate) pair is scored in one PRM batch, and
   the ``beam_width`` best become the new beams (a beam that already finished competes with its
@@ -28,7 +29,7 @@ import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from rlplugs import BatchPolicy, Episode, Message, advance_until_learner, guard, play_lockstep
 
@@ -40,6 +41,17 @@ class TurnScorer(Protocol):
     :class:`~rlplugs.builtins.prm.model.PRMScorer` is one."""
 
     def score(self, contexts: Sequence[Sequence[Message]], candidates: Sequence[str]) -> list[float]: ...
+
+
+@runtime_checkable
+class CandidateRanker(Protocol):
+    """Values for the candidates of several learner turns at once, read from the games themselves
+    (``states``: each game before its turn) rather than from the messages alone, with the policy
+    that plays the rest; best-of-N plays the highest. The PRM-free controls are rankers."""
+
+    name: str
+
+    def rank(self, states: Sequence[Episode], candidates: Sequence[Sequence[str]], policy: BatchPolicy) -> list[list[float]]: ...
 
 
 class GuidedEpisode:
@@ -85,9 +97,10 @@ def _score_unique(scorer: TurnScorer, contexts: list[list[Message]], candidates:
 
 @dataclass
 class BestOfN:
-    """At every learner turn play the best of ``n`` sampled candidates according to ``scorer``."""
+    """At every learner turn play the best of ``n`` sampled candidates according to ``scorer``: a
+    PRM (a :class:`TurnScorer`) or a :class:`CandidateRanker` (the controls)."""
 
-    scorer: TurnScorer
+    scorer: TurnScorer | CandidateRanker
     n: int = 4
     temperature: float | None = 0.7
     max_turns: int = 1000
@@ -109,7 +122,10 @@ class BestOfN:
                 break
             contexts = [episodes[i].observation() for i in movers]
             candidates = propose.generate(contexts, n=self.n)
-            scores = _score_unique(self.scorer, contexts, candidates)
+            if isinstance(self.scorer, CandidateRanker):
+                scores = self.scorer.rank([episodes[i] for i in movers], candidates, policy)
+            else:
+                scores = _score_unique(self.scorer, contexts, candidates)
             for i, texts, values in zip(movers, candidates, scores, strict=True):
                 best = max(range(len(texts)), key=values.__getitem__)
                 traces[i].append({"turn": len(traces[i]), "seat": episodes[i].current_seat,
@@ -117,7 +133,8 @@ class BestOfN:
                 episodes[i].step(texts[best])
         else:
             raise RuntimeError(f"episode did not end within {self.max_turns} turns")
-        head = {"strategy": self.name, "n": self.n, "temperature": self.temperature}
+        pick = self.scorer.name if isinstance(self.scorer, CandidateRanker) else "prm"
+        head = {"strategy": self.name, "pick": pick, "n": self.n, "temperature": self.temperature}
         return [GuidedEpisode(ep, {**head, "turns": t}) for ep, t in zip(episodes, traces, strict=True)]
 
 

@@ -1,4 +1,6 @@
-"""Registers PRM guidance (``best-of-n``, ``beam``) and the ``rlplugs prm label|train`` commands.
+"""Registers PRM guidance (``best-of-n``, ``beam``), the PRM-free controls of best-of-N
+(``best-of-n-random``, ``best-of-n-outcome``: :mod:`rlplugs.builtins.prm.controls`) and the
+``rlplugs prm label|train`` commands.
 
 Guidance options are strict configs, so ``rlplugs eval --guidance best-of-n --guidance_args
 '{"n": 4, "prm": "DIR"}'`` and ``get_registry().get("guidance", "beam").build({...})`` validate the
@@ -23,12 +25,37 @@ from rlplugs import Registration, StrictConfig
 log = logging.getLogger(__name__)
 
 
-class BestOfNConfig(StrictConfig):
+class CandidatesConfig(StrictConfig):
+    """How best-of-N samples its candidates (every picker's options have these)."""
+
+    n: int = Field(4, ge=1, description="candidates sampled per learner turn")
+    temperature: float | None = Field(0.7, ge=0, description="candidate sampling temperature (None: the policy's own)")
+
+
+class RandomPickConfig(CandidatesConfig):
+    """Options of ``best-of-n-random``."""
+
+    seed: int = Field(0, description="seed of the random pick")
+
+
+class OutcomePickConfig(CandidatesConfig):
+    """Options of ``best-of-n-outcome``."""
+
+    outcome: dict[str, float] = Field(description='outcome weights over reward components, e.g. {"success": 1} (as `rlplugs prm label --outcome`)')
+    max_turns: int = Field(1000, ge=1, description="turns a rollout may take before it is stopped (then unscored)")
+
+    @field_validator("outcome")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        if not value or sum(value.values()) <= 0:
+            raise ValueError("give at least one reward component with a positive weight, e.g. {\"success\": 1}")
+        return value
+
+
+class BestOfNConfig(CandidatesConfig):
     """Options of ``best-of-n``."""
 
     prm: str = Field(description="PRM checkpoint directory (from `rlplugs prm train`)")
-    n: int = Field(4, ge=1, description="candidates sampled per learner turn")
-    temperature: float | None = Field(0.7, ge=0, description="candidate sampling temperature (None: the policy's own)")
     device: str = Field("auto", description="PRM device: auto (cuda if available), cpu, cuda, cuda:1, ...")
     max_length: int = Field(2048, ge=16, description="tokens of context the PRM reads (from the end)")
     batch_size: int = Field(16, ge=1, description="PRM scoring batch size")
@@ -67,6 +94,20 @@ def build_best_of_n(config: BestOfNConfig):
     return BestOfN(_scorer(config), n=config.n, temperature=config.temperature)
 
 
+def build_random_pick(config: RandomPickConfig):
+    from rlplugs.builtins.prm.controls import RandomPick
+    from rlplugs.builtins.prm.guidance import BestOfN
+
+    return BestOfN(RandomPick(config.seed), n=config.n, temperature=config.temperature)
+
+
+def build_outcome_pick(config: OutcomePickConfig):
+    from rlplugs.builtins.prm.controls import OutcomePick
+    from rlplugs.builtins.prm.guidance import BestOfN
+
+    return BestOfN(OutcomePick(config.outcome, config.max_turns), n=config.n, temperature=config.temperature)
+
+
 def build_beam(config: BeamConfig):
     from rlplugs.builtins.prm.guidance import BeamSearch
 
@@ -79,6 +120,10 @@ def rlplugs_register_guidance() -> list[Registration]:
     return [
         Registration("best-of-n", build_best_of_n, "PRM picks the best of N sampled candidates per learner turn", BestOfNConfig),
         Registration("beam", build_beam, "PRM-ranked beam search over learner turns in cloned games", BeamConfig),
+        Registration("best-of-n-random", build_random_pick, "control: a uniformly random pick among the N sampled candidates",
+                     RandomPickConfig),
+        Registration("best-of-n-outcome", build_outcome_pick, "upper bound: the candidate whose one rollout to the end "
+                     "scored best (reads the true result at test time)", OutcomePickConfig),
     ]
 
 
