@@ -109,7 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/prm_guidance.json")
     p.add_argument("--annotate", metavar="RESULT_JSON",
-                   help="only (re)write the goal check of an existing result file from its own numbers, then exit")
+                   help="only (re)write the goal check and the picture of an existing result file from its own numbers, then exit")
     args = p.parse_args(argv)
     unknown = sorted(set(args.modes.split(",")) - set(MODES))
     if unknown:
@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(Path(args.annotate).read_text())
         result["goal"] = goal_check(result)
         Path(args.annotate).write_text(json.dumps(result, indent=2) + "\n")
+        picture(result, Path(args.annotate).with_suffix(".png"))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
@@ -417,8 +418,19 @@ def main(argv: list[str] | None = None) -> int:
     out["goal"] = goal_check(out)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    picture(out, Path(args.out).with_suffix(".png"))
     log.info("wrote %s: %s", args.out, out["goal"].get("text") or out["goal"]["why"])
     return 0
+
+
+def picture(result: dict[str, Any], path: Path) -> None:
+    """clemscore per mode with its interval, drawn by ``rlplugs report``'s comparison picture."""
+    from rlplugs.tools.report import plot_comparison
+
+    table = [{"run": mode, "split": f"{result['episodes']} held-out episodes", "metric": "clemscore",
+              "mean": result["clemscore"][mode], "ci95": result["clemscore_ci95"].get(mode)} for mode in result["clemscore"]]  # fmt: skip
+    sft = "after SFT on won games" if result.get("sft") else "no SFT"
+    plot_comparison(table, path, title=f"clembench-games self-play, {_model_name(result['settings']['model']).split(' (')[0]} {sft}")
 
 
 def _model_name(path: str) -> str:
