@@ -60,8 +60,7 @@ try:  # clemcore 3.7: clem run marks each episode completed.json / error.json (o
 except ImportError:  # clemcore 3.6 (run from a separate venv, see the README): neither
     SignalFileSaver = None
 
-from rlplugs import Policy, UsageError
-from rlplugs.errors import did_you_mean
+from rlplugs import Policy, UsageError, did_you_mean
 
 from clembench_games.transcripts import save_episode, write_index
 
