@@ -5,8 +5,9 @@ and times what the step spends generating (every call of TRL's ``_generate_singl
 synchronised) and the whole step:
 
 - ``plain``: TRL's ``generate`` with transformers' dynamic cache (TRL's default without vLLM);
-- ``compiled``: ``compile_generation`` (static cache, compiled decoding step, prompts bucketed by
-  ``pad_to_multiple_of``); its first step includes the compile, later steps show whether it recurs;
+- ``compiled``: ``compile_generation`` (static cache, compiled decoding step with the packed
+  grouped-query attention, prompts bucketed by ``pad_to_multiple_of``); its first step includes
+  the compile, later steps show whether it recurs;
 - ``continuous``: ``use_transformers_continuous_batching``.
 
 A mode may name a larger generation batch after ``@`` (``compiled@256``): TRL then generates that
@@ -194,7 +195,7 @@ def main() -> None:
             base = modes["plain"]
             results.setdefault("ratios_vs_plain", {})[env] = {
                 m: {"tok_per_s": round(r["median_later_tok_per_s"] / base["median_later_tok_per_s"], 2),
-                    "step_time_shorter": round(base["median_later_step_s_per_completions"]
+                    f"step_time_per_{a.completions}_completions_shorter": round(base["median_later_step_s_per_completions"]
                                                / r["median_later_step_s_per_completions"], 2)}
                 for m, r in modes.items() if isinstance(r, dict) and "steps" in r and m != "plain"
             }  # fmt: skip

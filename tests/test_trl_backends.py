@@ -11,6 +11,9 @@ import pytest
 
 pytest.importorskip("trl")
 
+import torch  # noqa: E402
+
+from rlplugs.adapters.trl.packed_gqa import PACKED_GQA  # noqa: E402
 from vllm_standin import StandInVLLM  # noqa: E402
 
 TURNS = 3  # count-test episodes end after three replies
@@ -96,6 +99,7 @@ def test_compiled_generation_pads_rounds_to_full_width_and_buckets_prompts(
     assert trainer.generation_config.disable_compile is False and trainer.pad_to_multiple_of == 256
     shapes = []
     model = trainer.accelerator.unwrap_model(trainer.model)
+    assert model.config._attn_implementation == PACKED_GQA
     generate = model.generate
     model.generate = lambda **kw: shapes.append(tuple(kw["input_ids"].shape)) or generate(**kw)
     # three rows; the first episode ends after one turn, yet every round generates the full width
@@ -110,3 +114,42 @@ def test_compile_generation_refuses_other_backends(tiny_qwen35, tmp_path, episod
             tiny_qwen35, "count-test", {"rows": 4}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=1,
             compile_generation=True, use_transformers_continuous_batching=True,
         )  # fmt: skip
+
+
+def test_packed_gqa_decoding_matches_sdpa_with_a_padded_static_cache(tiny_qwen35):
+    """One decoding step of the tiny Qwen3.5's grouped full-attention layer (4 query heads over 2
+    key/value heads) with a left-padded row and empty cache slots: the packed attention gives
+    SDPA's output (which copies the key/value heads), and greedy static-cache generation with the
+    model switched over yields the same tokens."""
+    from transformers import AutoModelForCausalLM
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from rlplugs.adapters.trl.packed_gqa import packed_gqa_attention, use_packed_gqa
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=torch.float32, attn_implementation="sdpa").eval()
+    layer = next(m for m in model.modules() if getattr(m, "num_key_value_groups", 1) > 1)
+    assert layer.num_key_value_groups == 2
+    batch, cache, dim = 3, 40, layer.head_dim
+    query = torch.randn(batch, 4, 1, dim)
+    key, value = torch.randn(batch, 2, cache, dim), torch.randn(batch, 2, cache, dim)
+    mask = torch.zeros(batch, 1, 1, cache, dtype=torch.bool)
+    mask[:, :, :, :25] = True  # 25 filled slots, 15 empty
+    mask[0, :, :, :6] = False  # row 0 left-padded
+    want, _ = sdpa_attention_forward(layer, query, key, value, mask, scaling=layer.scaling)
+    got, _ = packed_gqa_attention(layer, query, key, value, mask, scaling=layer.scaling)
+    assert got.shape == want.shape == (batch, 1, 4, dim)
+    torch.testing.assert_close(got, want)
+
+    ids = torch.randint(5, 1000, (2, 12))
+    attention = torch.ones_like(ids)
+    attention[0, :4] = 0
+
+    def greedy():
+        return model.generate(ids, attention_mask=attention, max_new_tokens=8, do_sample=False, pad_token_id=0,
+                              cache_implementation="static", disable_compile=True)  # fmt: skip
+
+    before = greedy()
+    use_packed_gqa(model)
+    assert model.config._attn_implementation == "rlplugs_packed_gqa"
+    assert torch.equal(greedy(), before)

@@ -28,7 +28,10 @@
    length, bucketed with TRL's own ``pad_to_multiple_of`` (:data:`COMPILE_BUCKET` unless set),
    so a run compiles once per bucket its prompts reach, not per prompt. TRL pads the training
    batches (prompts and completions) to the same multiple, so the loss pass computes a little
-   more. CUDA only: elsewhere the static cache runs uncompiled.
+   more. A static cache always carries a mask, which makes transformers' SDPA copy every
+   key/value head once per query head on each decoding step; the decoding step therefore
+   switches to :mod:`rlplugs.adapters.trl.packed_gqa`, which reads each head once. CUDA only:
+   elsewhere the static cache runs uncompiled.
 
 Reward functions with a ``bind`` attribute (:class:`rlplugs.adapters.trl.rewards.EnvRewardFunctions`) are
 bound to the trainer so group components know the process layout.
@@ -40,6 +43,8 @@ from typing import Any
 
 import torch
 from trl import GRPOTrainer
+
+from rlplugs.adapters.trl.packed_gqa import use_packed_gqa
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
@@ -111,6 +116,7 @@ class EnvGRPOTrainer(GRPOTrainer):
             raise ValueError(COMPILE_CONFLICT)
         self.generation_config.cache_implementation = "static"
         self.generation_config.disable_compile = False
+        use_packed_gqa(self.model)
         if not isinstance(self.pad_to_multiple_of, int):
             self.pad_to_multiple_of = COMPILE_BUCKET
 

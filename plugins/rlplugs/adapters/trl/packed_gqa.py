@@ -1,0 +1,60 @@
+"""Decode-step attention that reads each key/value head once, for compiled generation.
+
+Models with grouped-query attention (SmolLM2: 9 query heads over 3 key/value heads; Qwen3.5's
+full-attention layers) share one key/value head among several query heads. transformers' SDPA
+path lets the kernel do that sharing (``enable_gqa``) only when there is no attention mask; with
+a mask it copies every key/value head once per query head (``repeat_kv``) on every layer of every
+decoding step. A static cache always has a mask (its empty slots), so compiled decoding copied
+``num_key_value_groups`` times the whole cache per step: at a batch of 256 on the H200 a
+compiled step took longer than a plain dynamic-cache step (``benchmarks/results/generation.json``).
+
+During decoding there is one query position, so the query heads of a group can stand in the
+query-length dimension instead: ``(batch, heads, 1, dim)`` is viewed as
+``(batch, kv_heads, group, dim)``, and one ordinary masked attention over the cache gives every
+query head its output with the keys and values read once. The mask, shared by all heads and all
+query positions, broadcasts unchanged. Prefill and training (more than one query position), and
+layers without groups, go to transformers' SDPA function as before.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+# The attn_implementation name compiled generation switches the model to.
+PACKED_GQA = "rlplugs_packed_gqa"
+
+
+def packed_gqa_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function signature: ``query`` is ``(batch, heads, q_len, dim)``,
+    the result ``(batch, q_len, heads, dim)``."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    batch, heads, q_len, dim = query.shape
+    if q_len != 1 or groups == 1 or kwargs.get("position_bias") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    grouped = query.reshape(batch, heads // groups, groups, dim)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        grouped, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling
+    )
+    return out.reshape(batch, 1, heads, value.shape[-1]), None
+
+
+def use_packed_gqa(model: torch.nn.Module) -> None:
+    """Switch ``model`` from SDPA to :func:`packed_gqa_attention` (its masks stay SDPA's); a model
+    built with another attention (flash, eager) was chosen so and is left as it is."""
+    if model.config._attn_implementation != "sdpa":
+        return
+    AttentionInterface.register(PACKED_GQA, packed_gqa_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(PACKED_GQA, sdpa_mask)
+    model.set_attn_implementation(PACKED_GQA)
