@@ -1,0 +1,117 @@
+"""One decoding step's attention over a static cache, three ways side by side in one run.
+
+Compiled generation decodes over a static cache, which always carries a mask. This times the
+attention of one decoding step (every layer of SmolLM2-135M's shape: 30 layers, 9 query heads
+over 3 key/value heads, head size 64, bf16) at several batch sizes, eager and compiled:
+
+- ``sdpa_repeat``: transformers' SDPA function, which copies each key/value head per query head
+  when there is a mask (what compiled generation ran before ``rlplugs.adapters.trl.packed_gqa``);
+- ``sdpa_packed``: the query heads of a group in the query-length dimension, handed to SDPA;
+- ``packed``: the same packing written out (``packed_gqa_attention``, what compiled generation
+  runs now).
+
+It prints milliseconds per step and each way's speed-up over ``sdpa_repeat``; the cache's
+bytes read per step divided by the time gives the bandwidth reached.
+
+    python benchmarks/decode_attention.py --out benchmarks/results/decode_attention.json --key h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+LAYERS, HEADS, KV_HEADS, DIM = 30, 9, 3, 64
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batches", default="64,256,512")
+    p.add_argument("--cache", type=int, default=3328, help="static cache length (prompt bucket + 2,048 new tokens)")
+    p.add_argument("--filled", type=float, default=0.6, help="share of the cache filled so far")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--out", default="benchmarks/results/decode_attention.json")
+    p.add_argument("--key", default=None)
+    return p.parse_args()
+
+
+def ways():
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from rlplugs.adapters.trl.packed_gqa import packed_gqa_attention
+
+    def sdpa_packed(module, query, key, value, mask, scaling):
+        batch = query.shape[0]
+        grouped = query.reshape(batch, KV_HEADS, HEADS // KV_HEADS, DIM)
+        out = torch.nn.functional.scaled_dot_product_attention(grouped, key, value, attn_mask=mask, scale=scaling)
+        return out.reshape(batch, 1, HEADS, DIM), None
+
+    return {"sdpa_repeat": sdpa_attention_forward, "sdpa_packed": sdpa_packed, "packed": packed_gqa_attention}
+
+
+def time_step(attend, batch: int, a, compiled: bool) -> float:
+    """Milliseconds for one decoding step's attention in all layers (median of ``--repeats``)."""
+    import statistics
+
+    import torch
+
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.is_causal = HEADS // KV_HEADS, True
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    query = torch.randn(batch, HEADS, 1, DIM, device=device, dtype=dtype)
+    caches = [(torch.randn(batch, KV_HEADS, a.cache, DIM, device=device, dtype=dtype),) * 2 for _ in range(LAYERS)]
+    mask = torch.zeros(batch, 1, 1, a.cache, dtype=torch.bool, device=device)
+    mask[..., : int(a.cache * a.filled)] = True
+
+    def step():
+        return [attend(module, query, k, v, mask, scaling=DIM**-0.5)[0] for k, v in caches]
+
+    run = torch.compile(step) if compiled else step
+    for _ in range(3):  # warm-up (and the compile)
+        run()
+    times = []
+    for _ in range(a.repeats):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            import time
+
+            t = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> None:
+    import torch
+
+    a = parse()
+    load = os.getloadavg()[0]
+    results: dict = {"shape": {"layers": LAYERS, "heads": HEADS, "kv_heads": KV_HEADS, "head_dim": DIM,
+                               "cache": a.cache, "filled": a.filled}, "ms_per_step": {}, "speedup_vs_sdpa_repeat": {}}  # fmt: skip
+    for compiled in (False, True):
+        for batch in map(int, a.batches.split(",")):
+            name = f"{'compiled' if compiled else 'eager'}@{batch}"
+            ms = {way: round(time_step(attend, batch, a, compiled), 3) for way, attend in ways().items()}
+            results["ms_per_step"][name] = ms
+            results["speedup_vs_sdpa_repeat"][name] = {w: round(ms["sdpa_repeat"] / t, 2) for w, t in ms.items()}
+            cache_gb = 2 * LAYERS * batch * KV_HEADS * a.cache * DIM * 2 / 1e9
+            results.setdefault("cache_gb_per_step", {})[str(batch)] = round(cache_gb, 2)
+            print(name, ms, flush=True)
+    sys.path.insert(0, str(Path(__file__).parent))
+    from result_file import write_result
+
+    write_result(a.out, results, load, key=a.key, shared=not torch.cuda.is_available())
+
+
+if __name__ == "__main__":
+    main()
