@@ -6,9 +6,10 @@ over 3 key/value heads, head size 64, bf16) at several batch sizes, eager and co
 
 - ``sdpa_repeat``: transformers' SDPA function, which copies each key/value head per query head
   when there is a mask (what compiled generation ran before ``rlplugs.adapters.trl.packed_gqa``);
-- ``sdpa_packed``: the query heads of a group in the query-length dimension, handed to SDPA;
-- ``packed``: the same packing written out (``packed_gqa_attention``, what compiled generation
-  runs now).
+- ``packed``: the query heads of a group in the query-length dimension, handed to SDPA
+  (``packed_gqa_attention``, what compiled generation runs);
+- ``written_out``: the same packing with the attention written out (two matrix products and a
+  float32 softmax), which avoids SDPA's choice of kernel.
 
 It prints milliseconds per step and each way's speed-up over ``sdpa_repeat``; the cache's
 bytes read per step divided by the time gives the bandwidth reached.
@@ -43,13 +44,15 @@ def ways():
 
     from rlplugs.adapters.trl.packed_gqa import packed_gqa_attention
 
-    def sdpa_packed(module, query, key, value, mask, scaling):
+    def written_out(module, query, key, value, mask, scaling):
         batch = query.shape[0]
         grouped = query.reshape(batch, KV_HEADS, HEADS // KV_HEADS, DIM)
-        out = torch.nn.functional.scaled_dot_product_attention(grouped, key, value, attn_mask=mask, scale=scaling)
+        scores = torch.matmul(grouped, key.transpose(-1, -2)) * scaling
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        out = torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype), value)
         return out.reshape(batch, 1, HEADS, DIM), None
 
-    return {"sdpa_repeat": sdpa_attention_forward, "sdpa_packed": sdpa_packed, "packed": packed_gqa_attention}
+    return {"sdpa_repeat": sdpa_attention_forward, "packed": packed_gqa_attention, "written_out": written_out}
 
 
 def time_step(attend, batch: int, a, compiled: bool) -> float:

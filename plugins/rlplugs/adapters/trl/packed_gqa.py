@@ -12,11 +12,10 @@ During decoding there is one query position, so the query heads of a group can s
 query-length dimension instead: ``(batch, heads, 1, dim)`` is viewed as
 ``(batch, kv_heads, group, dim)``, and one ordinary masked attention over the cache gives every
 query head its output with the keys and values read once. The mask, shared by all heads and all
-query positions, broadcasts unchanged. The attention is written out (two matrix products and a
-float32 softmax over the small score tensor, as transformers' eager attention does) rather than
-handed to SDPA, whose masked bf16 calls on CUDA may take the math kernel, which upcasts the whole
-cache to float32 first. Prefill and training (more than one query position), and
-layers without groups, go to transformers' SDPA function as before.
+query positions, broadcasts unchanged. (Writing this attention out, two matrix products and a
+float32 softmax, was faster alone in ``benchmarks/decode_attention.py`` but slower in the real
+GRPO step; see ``benchmarks/results/generation.json``.) Prefill and training (more than one
+query position), and layers without groups, go to transformers' SDPA function as before.
 """
 
 from __future__ import annotations
@@ -44,16 +43,12 @@ def packed_gqa_attention(
     the result ``(batch, q_len, heads, dim)``."""
     groups = getattr(module, "num_key_value_groups", 1)
     batch, heads, q_len, dim = query.shape
-    if q_len != 1 or groups == 1 or dropout or kwargs.get("position_bias") is not None:
+    if q_len != 1 or groups == 1 or kwargs.get("position_bias") is not None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     grouped = query.reshape(batch, heads // groups, groups, dim)
-    scores = torch.matmul(grouped, key.transpose(-1, -2)) * (dim**-0.5 if scaling is None else scaling)
-    if attention_mask is not None and attention_mask.dtype == torch.bool:
-        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-    elif attention_mask is not None:
-        scores = scores + attention_mask
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
-    out = torch.matmul(weights, value)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        grouped, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling
+    )
     return out.reshape(batch, 1, heads, value.shape[-1]), None
 
 
