@@ -90,12 +90,22 @@ def test_bootstrap_interval_of_any_statistic_draws_the_same_resamples_for_each_r
         return lambda picks: sum(values[i] for i in picks) / len(picks)
 
     # the mean of single-value rows is what row_bootstrap resamples, with the same draws
-    assert bootstrap_interval(mean(a), len(a)) == row_bootstrap([[x] for x in a])
-    low, high = bootstrap_interval(mean(a), len(a))
-    assert 0.2 < low < 0.6 < high < 0.95
+    found = bootstrap_interval(mean(a), len(a))
+    assert (found.low, found.high) == row_bootstrap([[x] for x in a]) and found.unscored == 0
+    assert 0.2 < found.low < 0.6 < found.high < 0.95
     # paired: a difference of two runs over the same resampled items has no spread of its own
-    assert bootstrap_interval(lambda p: mean(b)(p) - mean(a)(p), len(a)) == pytest.approx((0.25, 0.25))
+    paired = bootstrap_interval(lambda p: mean(b)(p) - mean(a)(p), len(a))
+    assert (paired.low, paired.high) == pytest.approx((0.25, 0.25))
     assert bootstrap_interval(mean(a), 0) is None
+
+
+def test_a_resample_where_the_statistic_is_undefined_is_left_out_and_counted_never_a_zero():
+    """Only item 0 is scored (e.g. the one played episode of a clemscore): a resample without it has
+    no value (None), and is left out of the interval instead of pulling it towards 0."""
+    found = bootstrap_interval(lambda picks: 1.0 if 0 in picks else None, 10, resamples=2000)
+    assert (found.low, found.high) == (1.0, 1.0)
+    assert 500 < found.unscored < 900  # a resample misses item 0 with probability 0.9**10 = 0.35
+    assert bootstrap_interval(lambda picks: None, 10) is None  # nothing scored in any resample
 
 
 def test_row_bootstrap_resamples_whole_rows():

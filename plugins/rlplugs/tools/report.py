@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -247,14 +248,30 @@ def row_bootstrap(rows: list[list[float]], resamples: int = 2000, seed: int = 0)
     return _percentile_interval(sums[pick].sum(axis=1) / counts[pick].sum(axis=1))
 
 
-def bootstrap_interval(statistic: Callable[[Sequence[int]], float], size: int, resamples: int = 2000,
-                       seed: int = 0) -> tuple[float, float] | None:  # fmt: skip
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """A 95% percentile interval, and how many resamples were left out because the statistic was
+    undefined in them (``None``: e.g. a clemscore of resampled episodes none of which was played)."""
+
+    low: float
+    high: float
+    unscored: int = 0
+
+
+def bootstrap_interval(statistic: Callable[[Sequence[int]], float | None], size: int, resamples: int = 2000,
+                       seed: int = 0) -> BootstrapInterval | None:  # fmt: skip
     """95% percentile interval of any statistic of ``size`` items (clemscore, a difference of two
     runs' scores, ...) when the items are resampled: ``statistic`` gets the indices of one resample.
-    Calls with the same ``size`` and ``seed`` draw the same resamples (paired). None without items."""
+    Calls with the same ``size`` and ``seed`` draw the same resamples (paired). A resample whose
+    statistic is None (nothing scored in it) is left out, never counted as 0, and counted in
+    ``unscored``. None without items or without a scored resample."""
     if size < 1:
         return None
-    return _percentile_interval([statistic(list(pick)) for pick in _resamples(size, resamples, seed)])
+    values = [statistic(list(pick)) for pick in _resamples(size, resamples, seed)]
+    scored = [v for v in values if v is not None]
+    if not scored:
+        return None
+    return BootstrapInterval(*_percentile_interval(scored), unscored=len(values) - len(scored))
 
 
 def compare_runs(folders: list[str | Path], labels: list[str] | None = None, metric: str | None = None) -> list[dict[str, Any]]:
