@@ -134,3 +134,22 @@ def test_a_missing_mean_gets_no_bar_only_na():
     assert heights[0] == 0.5 and heights[1] != heights[1]  # NaN: no bar
     assert [t.get_text() for t in ax.texts] == ["0.500", "n/a"]
     plt.close(fig)
+
+
+def test_a_bars_label_sits_above_its_interval_not_under_the_error_bar():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlplugs.tools.report import bars_or_na
+
+    fig, ax = plt.subplots()
+    bars_or_na(ax, [0, 1, 2], [0.5, 0.3, None], 0.8, ["", "", ""], intervals=[[0.25, 0.75], None, None])
+    from matplotlib.container import ErrorbarContainer
+
+    (errorbar,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    (error_lines,) = errorbar.lines[2]  # the vertical lines
+    assert [tuple(y for _, y in segment) for segment in error_lines.get_segments()][0] == (0.25, 0.75)
+    assert [t.xy[1] for t in ax.texts] == [0.75, 0.3, 0.0]  # above the interval; the bar; the baseline
+    plt.close(fig)
