@@ -1,6 +1,6 @@
 """clemscore of several guidance modes played on the same episodes, with paired bootstrap intervals
 (``benchmarks/prm_guidance.py``): every mode is resampled with the same episode draws, so the
-differences between modes get intervals too.
+differences between modes get intervals too, and issue 19's goal is checked on those numbers.
 
 clembench leaves clemscore undefined where no episode was played (every one aborted). That is not
 a score of 0: such a mode is *unscored* (None), and a bootstrap resample in which a mode has no
@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+GOAL_WALL_RATIO = 4.5  # wall time PRM best-of-N / greedy
 # the goal's differences (issue 19): PRM best-of-N > random best-of-N > greedy
 DIFFERENCES = (("best_of_n_prm", "best_of_n_random"), ("best_of_n_random", "greedy"), ("best_of_n_prm", "greedy"))
 
@@ -59,3 +60,35 @@ def with_intervals(played: dict[str, list[dict[str, Any]]], resamples: int, seed
             }
     out["unscored_resamples"] = {k: v for k, v in unscored.items() if v}
     return out
+
+
+def goal_check(out: dict[str, Any]) -> dict[str, Any]:
+    """Issue 19's goal from the result's own numbers: PRM best-of-N > random best-of-N > greedy in
+    clemscore (point estimates, and whether the paired intervals of both differences lie above 0),
+    and wall PRM best-of-N / greedy <= 4.5."""
+    modes = out["modes"]
+    needed = ("greedy", "best_of_n_random", "best_of_n_prm")
+    if not all(m in modes for m in needed):
+        return {"checked": False, "why": f"needs the modes {', '.join(needed)}"}
+    score = {m: out["clemscore"][m] for m in needed}
+    if any(v is None for v in score.values()):
+        return {"checked": False, "why": f"unscored: {', '.join(m for m in needed if score[m] is None)} played no episode"}
+    ordered = score["best_of_n_prm"] > score["best_of_n_random"] > score["greedy"]
+    diffs = [out["differences"][k]["ci95"] for k in ("best_of_n_prm-best_of_n_random", "best_of_n_random-greedy")]
+    separated = all(ci is not None and ci[0] > 0 for ci in diffs)
+    ratio = modes["best_of_n_prm"]["wall_s"] / modes["greedy"]["wall_s"]
+
+    def interval(ci: list[float] | None) -> str:
+        return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "n/a"
+
+    def show(m: str) -> str:
+        return f"{score[m]:.2f} {interval(modes[m]['clemscore_ci95'])}"
+
+    text = (f"clemscore PRM best-of-{out['settings']['n']} {show('best_of_n_prm')} vs random "
+            f"{show('best_of_n_random')} vs greedy {show('greedy')}: order "
+            f"{'holds' if ordered else 'does not hold'} on the point estimates, and the paired 95% intervals of "
+            f"PRM-random {interval(diffs[0])} and random-greedy {interval(diffs[1])} {'both lie' if separated else 'do not both lie'} above 0; "
+            f"wall ratio PRM best-of-N / greedy {ratio:.2f} ({'<=' if ratio <= GOAL_WALL_RATIO else '>'} {GOAL_WALL_RATIO}).")
+    return {"checked": True, "order_holds": ordered, "order_holds_beyond_intervals": separated,
+            "wall_ratio_best_of_n_prm_vs_greedy": ratio, "wall_ratio_met": ratio <= GOAL_WALL_RATIO,
+            "met": ordered and ratio <= GOAL_WALL_RATIO, "text": text}  # fmt: skip

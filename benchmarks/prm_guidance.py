@@ -37,7 +37,8 @@ resample in which a mode played nothing is left out of its interval (counted und
 
 **Goal** (issue 19, item 3): PRM best-of-N > random best-of-N > greedy in clemscore, and wall
 time PRM best-of-N / greedy <= 4.5. The result says whether the order holds on the point
-estimates and whether the paired intervals of the two differences lie above 0.
+estimates and whether the paired intervals of the two differences lie above 0 (``paired_clemscore.
+goal_check``).
 
 Writes ``--out`` (default ``benchmarks/results/prm_guidance.json``) with the scores, intervals,
 wall times, the SFT data and label/PRM statistics, and the command. Everything is an argument
@@ -64,7 +65,7 @@ from typing import Any
 
 # beside this script (python benchmarks/prm_guidance.py)
 from logged_command import run_logged
-from paired_clemscore import clemscore, with_intervals
+from paired_clemscore import clemscore, goal_check, with_intervals
 
 log = logging.getLogger("prm_guidance")
 
@@ -72,7 +73,6 @@ MODES = ("greedy", "best_of_n_random", "best_of_n_outcome", "best_of_n_prm", "be
 # guided mode -> its registered guidance strategy
 GUIDANCE = {"best_of_n_random": "best-of-n-random", "best_of_n_outcome": "best-of-n-outcome",
             "best_of_n_prm": "best-of-n", "beam_prm": "beam"}  # fmt: skip
-GOAL_WALL_RATIO = 4.5
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -258,38 +258,6 @@ def choice_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     distinct = [len(set(t["candidates"])) > 1 for t in turns]
     return {"learner_turns": len(turns), "turns_with_distinct_candidates": sum(distinct) / len(turns),
             "turns_not_first_sample": sum(t["candidates"][t["chosen"]] != t["candidates"][0] for t in turns) / len(turns)}  # fmt: skip
-
-
-def goal_check(out: dict[str, Any]) -> dict[str, Any]:
-    """Issue 19's goal from the result's own numbers: PRM best-of-N > random best-of-N > greedy in
-    clemscore (point estimates, and whether the paired intervals of both differences lie above 0),
-    and wall PRM best-of-N / greedy <= 4.5."""
-    modes = out["modes"]
-    needed = ("greedy", "best_of_n_random", "best_of_n_prm")
-    if not all(m in modes for m in needed):
-        return {"checked": False, "why": f"needs the modes {', '.join(needed)}"}
-    score = {m: out["clemscore"][m] for m in needed}
-    if any(v is None for v in score.values()):
-        return {"checked": False, "why": f"unscored: {', '.join(m for m in needed if score[m] is None)} played no episode"}
-    ordered = score["best_of_n_prm"] > score["best_of_n_random"] > score["greedy"]
-    diffs = [out["differences"][k]["ci95"] for k in ("best_of_n_prm-best_of_n_random", "best_of_n_random-greedy")]
-    separated = all(ci is not None and ci[0] > 0 for ci in diffs)
-    ratio = modes["best_of_n_prm"]["wall_s"] / modes["greedy"]["wall_s"]
-
-    def interval(ci: list[float] | None) -> str:
-        return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "n/a"
-
-    def show(m: str) -> str:
-        return f"{score[m]:.2f} {interval(modes[m]['clemscore_ci95'])}"
-
-    text = (f"clemscore PRM best-of-{out['settings']['n']} {show('best_of_n_prm')} vs random "
-            f"{show('best_of_n_random')} vs greedy {show('greedy')}: order "
-            f"{'holds' if ordered else 'does not hold'} on the point estimates, and the paired 95% intervals of "
-            f"PRM-random {interval(diffs[0])} and random-greedy {interval(diffs[1])} {'both lie' if separated else 'do not both lie'} above 0; "
-            f"wall ratio PRM best-of-N / greedy {ratio:.2f} ({'<=' if ratio <= GOAL_WALL_RATIO else '>'} {GOAL_WALL_RATIO}).")
-    return {"checked": True, "order_holds": ordered, "order_holds_beyond_intervals": separated,
-            "wall_ratio_best_of_n_prm_vs_greedy": ratio, "wall_ratio_met": ratio <= GOAL_WALL_RATIO,
-            "met": ordered and ratio <= GOAL_WALL_RATIO, "text": text}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,8 +36,7 @@ def _episode(played: bool) -> dict:
 
 
 def test_a_mode_that_played_nothing_is_unscored_and_resamples_without_a_played_episode_are_left_out(benchmarks_path):
-    from paired_clemscore import clemscore, with_intervals
-    from prm_guidance import goal_check
+    from paired_clemscore import clemscore, goal_check, with_intervals
 
     assert clemscore([_episode(False)] * 3) is None  # clembench leaves it undefined: not a 0
     assert clemscore([_episode(True), _episode(False)]) == pytest.approx(30.0)  # 50% played x quality 60
