@@ -36,6 +36,8 @@ import sys
 import time
 from pathlib import Path
 
+from logged_command import run_logged  # beside this script (python benchmarks/factorio_repro.py)
+
 log = logging.getLogger("factorio_repro")
 ENV = "factorio-build"
 CARD = {  # Qwen3.5-9B, from the model card (holdout, and validation where given)
@@ -83,18 +85,6 @@ def precision(a) -> list[str]:
     return ["--use_cpu", "true", "--bf16", "false"] if a.cpu else ["--bf16", "true"]
 
 
-def run(cmd: list[str], log_path: Path) -> float:
-    """Run a training command, its output teed into ``log_path``; returns wall seconds."""
-    start = time.perf_counter()
-    log.info("$ %s", " ".join(cmd))
-    with open(log_path, "w") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
-    if proc.returncode:
-        tail = log_path.read_text()[-4000:]
-        raise RuntimeError(f"{cmd[0]} {cmd[1]} failed ({proc.returncode}); tail of {log_path}:\n{tail}")
-    return time.perf_counter() - start
-
-
 def rlplugs_cmd() -> list[str]:
     return [sys.executable, "-m", "rlplugs.tools.cli"]
 
@@ -136,7 +126,7 @@ def sft(a, base: str, size: int) -> tuple[str, float]:
            "--report_to", "none", *precision(a)]  # fmt: skip
     if a.cpu:
         cmd += ["--max_steps", "1", "--per_device_train_batch_size", "1", "--max_length", "256"]
-    return str(out), run(cmd, a.out / f"sft{size}.log")
+    return str(out), run_logged(cmd, a.out / f"sft{size}.log", "rlplugs sft")
 
 
 def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
@@ -163,7 +153,7 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
     steps = 1 if a.cpu else a.grpo_steps
     tokens = 32 if a.cpu else a.max_new_tokens
     cmd = [*rlplugs_cmd(), "grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true"]
-    wall = run(cmd, a.out / f"grpo{size}.log")
+    wall = run_logged(cmd, a.out / f"grpo{size}.log", "rlplugs grpo")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
             "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
     curve = [{k: h[k] for k in keep if k in h} for h in log_history(out) if "reward" in h]
@@ -185,7 +175,7 @@ def overhead(a, model: str) -> dict:
                         str(Path(__file__).with_name("factorio_grpo_handwritten.py"))],
     }.items():
         out = a.out / f"overhead-{name}"
-        run([*cmd, *grpo_args(a, model, out, steps, tokens), "--skip_preflight", "true"], a.out / f"overhead-{name}.log")
+        run_logged([*cmd, *grpo_args(a, model, out, steps, tokens), "--skip_preflight", "true"], a.out / f"overhead-{name}.log", f"the {name} GRPO run")
         times = [h["step_time"] for h in log_history(out) if "step_time" in h]
         if not times:
             raise RuntimeError(f"{name}: no step_time in the trainer state under {out}")

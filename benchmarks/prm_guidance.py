@@ -30,12 +30,15 @@ One run, side by side on the same held-out (test-split) instances, one episode p
 Scores: clemscore = (mean % played / 100) x mean quality over games (clembench's formula, on the
 clean-room games), with a 95% bootstrap interval over episodes (``rlplugs.tools.report.
 bootstrap_interval``; every mode is resampled with the same draws, so the differences between
-modes get paired intervals too). Where no episode was played (clembench leaves clemscore
-undefined) it counts 0, in the point estimates and in the resamples.
+modes get paired intervals too: ``paired_clemscore``). Where no episode was played clembench leaves
+clemscore undefined: that mode is unscored (None, with the reason under ``unscored``), not 0, and a
+resample in which a mode played nothing is left out of its interval (counted under
+``unscored_resamples``).
 
 **Goal** (issue 19, item 3): PRM best-of-N > random best-of-N > greedy in clemscore, and wall
 time PRM best-of-N / greedy <= 4.5. The result says whether the order holds on the point
-estimates and whether the paired intervals of the two differences lie above 0.
+estimates and whether the paired intervals of the two differences lie above 0 (``paired_clemscore.
+goal_check``).
 
 Writes ``--out`` (default ``benchmarks/results/prm_guidance.json``) with the scores, intervals,
 wall times, the SFT data and label/PRM statistics, and the command. Everything is an argument
@@ -54,12 +57,15 @@ import math
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+# beside this script (python benchmarks/prm_guidance.py)
+from logged_command import run_logged
+from paired_clemscore import clemscore, goal_check, with_intervals
 
 log = logging.getLogger("prm_guidance")
 
@@ -67,7 +73,6 @@ MODES = ("greedy", "best_of_n_random", "best_of_n_outcome", "best_of_n_prm", "be
 # guided mode -> its registered guidance strategy
 GUIDANCE = {"best_of_n_random": "best-of-n-random", "best_of_n_outcome": "best-of-n-outcome",
             "best_of_n_prm": "best-of-n", "beam_prm": "beam"}  # fmt: skip
-GOAL_WALL_RATIO = 4.5
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -141,14 +146,7 @@ def timed(fn):
 
 def rlplugs_command(args: list[str], log_path: Path) -> float:
     """Run ``rlplugs ARGS`` (the user's command) with its output in ``log_path``; wall seconds."""
-    cmd = [sys.executable, "-m", "rlplugs.tools.cli", *args]
-    log.info("$ %s", shlex.join(cmd))
-    start = time.perf_counter()
-    with open(log_path, "w") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
-    if proc.returncode:
-        raise RuntimeError(f"rlplugs {args[0]} failed ({proc.returncode}); tail of {log_path}:\n{log_path.read_text()[-4000:]}")
-    return time.perf_counter() - start
+    return run_logged([sys.executable, "-m", "rlplugs.tools.cli", *args], log_path, f"rlplugs {args[0]}")
 
 
 def sft_on_won_games(args, games: list[str], base: str, device: str) -> tuple[str, dict[str, Any]]:
@@ -245,38 +243,6 @@ def _spread_share(rows: list[dict[str, Any]]) -> float | None:
     return sum(len(v) > 1 for v in by_turn.values()) / len(by_turn) if by_turn else None
 
 
-def clemscore(records: list[dict[str, Any]]) -> float:
-    """clemscore of ``records``; 0 when no episode was played (clembench leaves it undefined)."""
-    from clembench_games.scoring import clem_table
-
-    value = clem_table(records)["clemscore"] if records else math.nan
-    return 0.0 if math.isnan(value) else value
-
-
-def with_intervals(played: dict[str, list[dict[str, Any]]], resamples: int, seed: int) -> dict[str, Any]:
-    """Bootstrap 95% intervals over episodes of each mode's clemscore and of the goal's two
-    differences (paired: every mode is resampled with the same episode draws)."""
-    from rlplugs.tools.report import bootstrap_interval
-
-    size = len(next(iter(played.values())))
-
-    def interval(stat) -> list[float] | None:
-        found = bootstrap_interval(stat, size, resamples, seed)
-        return list(found) if found else None
-
-    def score(mode: str, picks: list[int]) -> float:
-        return clemscore([played[mode][i] for i in picks])
-
-    out: dict[str, Any] = {"modes": {m: interval(lambda p, m=m: score(m, p)) for m in played}, "differences": {}}
-    for better, worse in (("best_of_n_prm", "best_of_n_random"), ("best_of_n_random", "greedy"), ("best_of_n_prm", "greedy")):
-        if better in played and worse in played:
-            out["differences"][f"{better}-{worse}"] = {
-                "value": clemscore(played[better]) - clemscore(played[worse]),
-                "ci95": interval(lambda p, b=better, w=worse: score(b, p) - score(w, p)),
-            }
-    return out
-
-
 def _no_nan(value: Any) -> Any:
     """JSON has no NaN: an undefined figure (e.g. Quality when every episode aborted) becomes null."""
     if isinstance(value, dict):
@@ -292,36 +258,6 @@ def choice_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     distinct = [len(set(t["candidates"])) > 1 for t in turns]
     return {"learner_turns": len(turns), "turns_with_distinct_candidates": sum(distinct) / len(turns),
             "turns_not_first_sample": sum(t["candidates"][t["chosen"]] != t["candidates"][0] for t in turns) / len(turns)}  # fmt: skip
-
-
-def goal_check(out: dict[str, Any]) -> dict[str, Any]:
-    """Issue 19's goal from the result's own numbers: PRM best-of-N > random best-of-N > greedy in
-    clemscore (point estimates, and whether the paired intervals of both differences lie above 0),
-    and wall PRM best-of-N / greedy <= 4.5."""
-    modes = out["modes"]
-    needed = ("greedy", "best_of_n_random", "best_of_n_prm")
-    if not all(m in modes for m in needed):
-        return {"checked": False, "why": f"needs the modes {', '.join(needed)}"}
-    score = {m: out["clemscore"][m] for m in needed}
-    ordered = score["best_of_n_prm"] > score["best_of_n_random"] > score["greedy"]
-    diffs = [out["differences"][k]["ci95"] for k in ("best_of_n_prm-best_of_n_random", "best_of_n_random-greedy")]
-    separated = all(ci is not None and ci[0] > 0 for ci in diffs)
-    ratio = modes["best_of_n_prm"]["wall_s"] / modes["greedy"]["wall_s"]
-
-    def interval(ci: list[float] | None) -> str:
-        return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "n/a"
-
-    def show(m: str) -> str:
-        return f"{score[m]:.2f} {interval(modes[m]['clemscore_ci95'])}"
-
-    text = (f"clemscore PRM best-of-{out['settings']['n']} {show('best_of_n_prm')} vs random "
-            f"{show('best_of_n_random')} vs greedy {show('greedy')}: order "
-            f"{'holds' if ordered else 'does not hold'} on the point estimates, and the paired 95% intervals of "
-            f"PRM-random {interval(diffs[0])} and random-greedy {interval(diffs[1])} {'both lie' if separated else 'do not both lie'} above 0; "
-            f"wall ratio PRM best-of-N / greedy {ratio:.2f} ({'<=' if ratio <= GOAL_WALL_RATIO else '>'} {GOAL_WALL_RATIO}).")
-    return {"checked": True, "order_holds": ordered, "order_holds_beyond_intervals": separated,
-            "wall_ratio_best_of_n_prm_vs_greedy": ratio, "wall_ratio_met": ratio <= GOAL_WALL_RATIO,
-            "met": ordered and ratio <= GOAL_WALL_RATIO, "text": text}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,15 +329,18 @@ def main(argv: list[str] | None = None) -> int:
         episodes, wall = run(mode)
         played[mode] = [ep.record() for ep in episodes]
         results[mode] = {"wall_s": wall, **_no_nan(clem_table(played[mode])), **(choice_stats(played[mode]) if mode != "greedy" else {})}
-        log.info("%s: clemscore %.2f, %% played %.1f in %.1fs", mode, clemscore(played[mode]), results[mode]["% Played"], wall)
+        log.info("%s: clemscore %s, %% played %.1f in %.1fs", mode, clemscore(played[mode]), results[mode]["% Played"], wall)
     intervals = with_intervals(played, args.resamples, args.seed)
     for mode in modes:
         results[mode]["clemscore_ci95"] = intervals["modes"][mode]
 
     out = {
-        "clemscore": {m: clemscore(played[m]) for m in modes},  # 0, not undefined, when nothing was played
+        "clemscore": {m: clemscore(played[m]) for m in modes},
+        "unscored": {m: "no held-out episode was played (all aborted): clembench leaves clemscore undefined"
+                     for m in modes if clemscore(played[m]) is None},
         "clemscore_ci95": intervals["modes"],
         "differences": intervals["differences"],
+        "unscored_resamples": intervals["unscored_resamples"],
         "wall_ratio_vs_greedy": {m: results[m]["wall_s"] / results["greedy"]["wall_s"] for m in modes} if "greedy" in modes else {},
         "episodes": len(held_out),
         "seats": args.seats,

@@ -202,13 +202,37 @@ def test_nothing_played_is_a_blank_clemscore_in_clem_eval_and_ours(checkout, tmp
     assert math.isnan(float(table["-, clemscore"].iloc[0])) and math.isnan(clem_table(records)["clemscore"])
 
 
-def test_policy_model_is_a_clemcore_model_that_logs_calls():
+def test_policy_model_is_a_clemcore_model_and_each_seat_logs_its_calls_in_its_own_episode():
     from clemcore.backends.model_registry import Model
+
+    from clembench_games.clem_adapter import SeatModel
 
     model = PolicyModel(lambda m: "hi", name="mine")
     assert isinstance(model, Model) and model.name == "mine" and model.temperature == 0.0
-    prompt, response, text = model.generate_response([{"role": "user", "content": "hello"}])
-    assert text == "hi" and model.calls[0]["messages"] == [{"role": "user", "content": "hello"}]
+    first, second = [], []  # two episodes' calls
+    seat_a, seat_b = SeatModel(model, first), SeatModel(model, second)
+    seat_a.seat, seat_b.seat = "A", "B"
+    prompt, response, text = seat_a.generate_response([{"role": "user", "content": "hello"}])
+    assert text == "hi" and prompt == [{"role": "user", "content": "hello"}]
+    seat_b.generate_response([{"role": "user", "content": "again"}])
+    assert [(c["seat"], c["model"], c["messages"][-1]["content"], c["response"]) for c in first] == [("A", "mine", "hello", "hi")]
+    assert [(c["seat"], c["messages"][-1]["content"]) for c in second] == [("B", "again")]
+    assert model.generate_response([{"role": "user", "content": "x"}])[2] == "hi"
+
+
+def test_planning_reads_the_picked_instances_file_and_leaves_each_game_spec_as_declared(checkout, tmp_path):
+    """--instances (as clem run -i) names one file for every game, else each game reads its own;
+    planning only reads: the specs stay as clemgame.json declares them (relay_probed's own file)."""
+    from clembench_games.clem_adapter import plan_run
+
+    picked = plan_run(checkout, ["relay", "relay_probed"], tmp_path / "run", instances="instances_more.json")
+    assert {g: p.instances for g, p in picked.items()} == {"relay": "instances_more", "relay_probed": "instances_more"}
+    assert [r["experiment"]["name"] for r in picked["relay"].rows] == ["short", "short", "long", "long", "other"]
+    assert getattr(picked["relay"].spec, "instances", "instances") == "instances"
+    assert picked["relay_probed"].spec.instances == "instances_probed"
+    own = plan_run(checkout, ["relay", "relay_probed"], tmp_path / "run")
+    assert {g: p.instances for g, p in own.items()} == {"relay": "instances", "relay_probed": "instances_probed"}
+    assert [r["experiment"]["name"] for r in own["relay_probed"].rows] == ["probed"]
 
 
 def test_a_game_declared_beside_others_in_one_clemgame_json_loads_and_its_before_game_calls_are_recorded(

@@ -90,12 +90,22 @@ def test_bootstrap_interval_of_any_statistic_draws_the_same_resamples_for_each_r
         return lambda picks: sum(values[i] for i in picks) / len(picks)
 
     # the mean of single-value rows is what row_bootstrap resamples, with the same draws
-    assert bootstrap_interval(mean(a), len(a)) == row_bootstrap([[x] for x in a])
-    low, high = bootstrap_interval(mean(a), len(a))
-    assert 0.2 < low < 0.6 < high < 0.95
+    found = bootstrap_interval(mean(a), len(a))
+    assert (found.low, found.high) == row_bootstrap([[x] for x in a]) and found.unscored == 0
+    assert 0.2 < found.low < 0.6 < found.high < 0.95
     # paired: a difference of two runs over the same resampled items has no spread of its own
-    assert bootstrap_interval(lambda p: mean(b)(p) - mean(a)(p), len(a)) == pytest.approx((0.25, 0.25))
+    paired = bootstrap_interval(lambda p: mean(b)(p) - mean(a)(p), len(a))
+    assert (paired.low, paired.high) == pytest.approx((0.25, 0.25))
     assert bootstrap_interval(mean(a), 0) is None
+
+
+def test_a_resample_where_the_statistic_is_undefined_is_left_out_and_counted_never_a_zero():
+    """Only item 0 is scored (e.g. the one played episode of a clemscore): a resample without it has
+    no value (None), and is left out of the interval instead of pulling it towards 0."""
+    found = bootstrap_interval(lambda picks: 1.0 if 0 in picks else None, 10, resamples=2000)
+    assert (found.low, found.high) == (1.0, 1.0)
+    assert 500 < found.unscored < 900  # a resample misses item 0 with probability 0.9**10 = 0.35
+    assert bootstrap_interval(lambda picks: None, 10) is None  # nothing scored in any resample
 
 
 def test_row_bootstrap_resamples_whole_rows():
@@ -123,4 +133,23 @@ def test_a_missing_mean_gets_no_bar_only_na():
     heights = [p.get_height() for p in ax.patches]
     assert heights[0] == 0.5 and heights[1] != heights[1]  # NaN: no bar
     assert [t.get_text() for t in ax.texts] == ["0.500", "n/a"]
+    plt.close(fig)
+
+
+def test_a_bars_label_sits_above_its_interval_not_under_the_error_bar():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlplugs.tools.report import bars_or_na
+
+    fig, ax = plt.subplots()
+    bars_or_na(ax, [0, 1, 2], [0.5, 0.3, None], 0.8, ["", "", ""], intervals=[[0.25, 0.75], None, None])
+    from matplotlib.container import ErrorbarContainer
+
+    (errorbar,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    (error_lines,) = errorbar.lines[2]  # the vertical lines
+    assert [tuple(y for _, y in segment) for segment in error_lines.get_segments()][0] == (0.25, 0.75)
+    assert [t.xy[1] for t in ax.texts] == [0.75, 0.3, 0.0]  # above the interval; the bar; the baseline
     plt.close(fig)

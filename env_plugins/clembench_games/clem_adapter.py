@@ -9,7 +9,7 @@ How it plays (clemcore's own game masters, not ours):
 
 - :class:`PolicyModel` is a clemcore ``Model`` whose ``generate_response(messages)`` asks the
   policy with the player's whole perspective (``Player.__call__`` keeps memory, merges the initial
-  prompt and forgets extras, exactly as in ``clem run``) and logs every call;
+  prompt and forgets extras, exactly as in ``clem run``);
 - :func:`play_instance` loads nothing itself: it drives ``create_game_master`` / ``setup`` /
   ``before_game`` / ``get_context_for`` / ``step`` of the game's ``GameBenchmark``; one policy on all
   roles is clembench's self-play. Each player gets its own :class:`SeatModel` (a view on its
@@ -70,19 +70,22 @@ CLEM_METRICS = ("Aborted", "Lose", "Success", "Main Score", "Request Count", "Pa
 
 
 class PolicyModel(Model):
-    """An rlplugs policy seen as a clemcore model; remembers every call for SFT/PRM data."""
+    """An rlplugs policy seen as a clemcore model (its name and generation settings); the players
+    reach it through their :class:`SeatModel`, which logs each call in its episode."""
 
     def __init__(self, policy: Policy, name: str = "rlplugs-policy", temperature: float = 0.0, max_tokens: int = 300):
         super().__init__(ModelSpec(model_name=name, backend="rlplugs"))
         self.set_gen_args(temperature=temperature, max_tokens=max_tokens)
         self.policy = policy
-        self.calls: list[dict[str, Any]] = []
 
-    def generate_response(self, messages: list[dict], seat: str = "unknown") -> tuple[Any, Any, str]:
+    def ask(self, messages: list[dict], seat: str) -> dict[str, Any]:
+        """The policy's reply to ``messages`` as one logged call of ``seat`` (an episode's turn)."""
         chat = [{"role": m["role"], "content": m["content"]} for m in messages]
         text = self.policy(copy.deepcopy(chat))
-        self.calls.append({"seat": seat, "model": self.name, "messages": chat, "response": text, "verdict": "ok"})
-        return chat, {"response": text, "backend": "rlplugs"}, text
+        return {"seat": seat, "model": self.name, "messages": chat, "response": text, "verdict": "ok"}
+
+    def generate_response(self, messages: list[dict]) -> tuple[Any, Any, str]:
+        return _response(self.ask(messages, "unknown"))  # a call from outside an episode: nothing logs it
 
 
 class SeatModel(Model):
@@ -98,9 +101,14 @@ class SeatModel(Model):
         self.seat = "unknown"
 
     def generate_response(self, messages: list[dict]) -> tuple[Any, Any, str]:
-        answer = self.shared.generate_response(messages, self.seat)
-        self.calls.append(self.shared.calls[-1])
-        return answer
+        call = self.shared.ask(messages, self.seat)
+        self.calls.append(call)
+        return _response(call)
+
+
+def _response(call: dict[str, Any]) -> tuple[Any, Any, str]:
+    """A logged call as clemcore's ``generate_response`` returns it: (prompt, response object, text)."""
+    return call["messages"], {"response": call["response"], "backend": "rlplugs"}, call["response"]
 
 
 @dataclass
@@ -204,9 +212,11 @@ def _record(game: str, experiment: dict, instance: dict, scores: dict, calls: li
 
 @dataclass
 class GamePlan:
-    """One game of a run: its spec (instances file set) and the instance rows to play."""
+    """One game of a run: its spec (as the checkout declares it), the instances file the rows come
+    from (its name in the game's ``in/`` folder) and the instance rows to play."""
 
     spec: GameSpec
+    instances: str
     rows: list[dict[str, Any]]
 
 
@@ -227,7 +237,11 @@ def plan_run(checkout: Path, games: list[str], out: Path, *, experiments: list[s
     if unknown:
         known = ", ".join(sorted(specs)) or "none: is it a clembench checkout?"
         raise UsageError(f"no game {did_you_mean(unknown, specs)} in {checkout} (games there: {known})")
-    plans = {game: GamePlan(specs[game], _instance_rows(specs[game], instances)) for game in games}
+    plans = {}
+    for game in games:
+        # as clem run -i: one file name for every game, else the game's own (in/instances.json by default)
+        name = instances.removesuffix(".json") if instances else getattr(specs[game], "instances", "instances")
+        plans[game] = GamePlan(specs[game], name, _instance_rows(specs[game], name))
     for game, plan in plans.items():
         players = plan.spec.players
         if models not in (1, players):
@@ -250,19 +264,16 @@ def plan_run(checkout: Path, games: list[str], out: Path, *, experiments: list[s
     return plans
 
 
-def _instance_rows(spec: GameSpec, instances: str | None) -> list[dict[str, Any]]:
-    """The rows of the game's instances file (``instances`` or the spec's own, ``in/instances.json``
-    by default)."""
-    if instances:
-        spec.instances = instances.removesuffix(".json")  # as clem run -i: one file name for every game
-    name = getattr(spec, "instances", "instances")
+def _instance_rows(spec: GameSpec, name: str) -> list[dict[str, Any]]:
+    """The rows of the game's instances file ``in/<name>.json`` (read without touching ``spec``:
+    clemcore's ``GameInstances.from_game_spec`` would set its ``instances``)."""
     folder = Path(spec.game_path) / "in"
     if not (folder / f"{name}.json").is_file():
         there = sorted(p.stem for p in folder.glob("*.json"))
         raise UsageError(f"game '{spec.game_name}' has no instances file {did_you_mean([name], there)} in {folder} "
                          f"(files there: {', '.join(there) or 'none'})")
     try:
-        return list(GameInstances.from_game_spec(spec))
+        return list(GameInstances.from_file(spec.game_name, str(folder), name))
     except (ValueError, KeyError, TypeError) as exc:  # clemcore's own checks, or a malformed experiment
         raise UsageError(f"{folder / f'{name}.json'} is not a clemcore instances file: {type(exc).__name__}: {exc}") from exc
 

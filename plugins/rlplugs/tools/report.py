@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +89,20 @@ def markdown(meta: dict[str, Any], splits: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def bars_or_na(ax, xs, values: list[float | None], width: float, notes: list[str], fontsize: int = 8, **bar_kw) -> None:
+def bars_or_na(ax, xs, values: list[float | None], width: float, notes: list[str], fontsize: int = 8,
+               intervals: list[Sequence[float] | None] | None = None, **bar_kw) -> None:
     """Bars labelled with their values; a missing value (nothing scored) gets no bar, only "n/a"
-    at the baseline, so it cannot be read as a measured zero."""
+    at the baseline, so it cannot be read as a measured zero. ``intervals`` (``[low, high]`` or
+    None per bar) are drawn as error bars, and a bar's label sits above its interval's upper end,
+    where the error bar cannot cover it."""
+    intervals = intervals or [None] * len(values)
+    spans = [[v - ci[0], ci[1] - v] if ci and v is not None else [0.0, 0.0] for v, ci in zip(values, intervals)]
+    if any(ci for ci in intervals):
+        bar_kw["yerr"] = list(zip(*spans))
     heights = [float("nan") if v is None else v for v in values]
     bars = ax.bar(list(xs), heights, width, **bar_kw)
-    for bar, value, note in zip(bars, values, notes):
-        top = 0.0 if value is None else value
+    for bar, value, ci, note in zip(bars, values, intervals, notes):
+        top = 0.0 if value is None else max(value, ci[1]) if ci else value
         ax.annotate(f"{_fmt(value)}{note}", (bar.get_x() + bar.get_width() / 2, top), xytext=(0, 2),
                     textcoords="offset points", ha="center", va="bottom", fontsize=fontsize)  # fmt: skip
 
@@ -247,14 +255,30 @@ def row_bootstrap(rows: list[list[float]], resamples: int = 2000, seed: int = 0)
     return _percentile_interval(sums[pick].sum(axis=1) / counts[pick].sum(axis=1))
 
 
-def bootstrap_interval(statistic: Callable[[Sequence[int]], float], size: int, resamples: int = 2000,
-                       seed: int = 0) -> tuple[float, float] | None:  # fmt: skip
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """A 95% percentile interval, and how many resamples were left out because the statistic was
+    undefined in them (``None``: e.g. a clemscore of resampled episodes none of which was played)."""
+
+    low: float
+    high: float
+    unscored: int = 0
+
+
+def bootstrap_interval(statistic: Callable[[Sequence[int]], float | None], size: int, resamples: int = 2000,
+                       seed: int = 0) -> BootstrapInterval | None:  # fmt: skip
     """95% percentile interval of any statistic of ``size`` items (clemscore, a difference of two
     runs' scores, ...) when the items are resampled: ``statistic`` gets the indices of one resample.
-    Calls with the same ``size`` and ``seed`` draw the same resamples (paired). None without items."""
+    Calls with the same ``size`` and ``seed`` draw the same resamples (paired). A resample whose
+    statistic is None (nothing scored in it) is left out, never counted as 0, and counted in
+    ``unscored``. None without items or without a scored resample."""
     if size < 1:
         return None
-    return _percentile_interval([statistic(list(pick)) for pick in _resamples(size, resamples, seed)])
+    values = [statistic(list(pick)) for pick in _resamples(size, resamples, seed)]
+    scored = [v for v in values if v is not None]
+    if not scored:
+        return None
+    return BootstrapInterval(*_percentile_interval(scored), unscored=len(values) - len(scored))
 
 
 def compare_runs(folders: list[str | Path], labels: list[str] | None = None, metric: str | None = None) -> list[dict[str, Any]]:
@@ -322,9 +346,7 @@ def plot_comparison(table: list[dict[str, Any]], path: Path, title: str = "") ->
         rows = {r["run"]: r for r in table if r["split"] == split}
         xs = [i + (k - (len(splits) - 1) / 2) * width for i, run in enumerate(runs) if run in rows]
         got = [rows[run] for run in runs if run in rows]
-        errors = [[r["mean"] - r["ci95"][0], r["ci95"][1] - r["mean"]] if r["ci95"] and r["mean"] is not None else [0.0, 0.0]
-                  for r in got]  # fmt: skip
-        bars_or_na(ax, xs, [r["mean"] for r in got], width, [""] * len(got), yerr=list(zip(*errors)) or None,
+        bars_or_na(ax, xs, [r["mean"] for r in got], width, [""] * len(got), intervals=[r["ci95"] for r in got],
                    capsize=3, label=split, fontsize=7)  # fmt: skip
     tops = [r["ci95"][1] if r["ci95"] else (r["mean"] or 0.0) for r in table]
     if min((r["mean"] or 0.0) for r in table) >= 0:

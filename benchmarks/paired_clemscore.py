@@ -1,0 +1,94 @@
+"""clemscore of several guidance modes played on the same episodes, with paired bootstrap intervals
+(``benchmarks/prm_guidance.py``): every mode is resampled with the same episode draws, so the
+differences between modes get intervals too, and issue 19's goal is checked on those numbers.
+
+clembench leaves clemscore undefined where no episode was played (every one aborted). That is not
+a score of 0: such a mode is *unscored* (None), and a bootstrap resample in which a mode has no
+played episode is left out of that mode's interval (and of the differences it is part of), with
+the number left out in the result (``rlplugs.tools.report.bootstrap_interval``'s convention)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+GOAL_WALL_RATIO = 4.5  # wall time PRM best-of-N / greedy
+# the goal's differences (issue 19): PRM best-of-N > random best-of-N > greedy
+DIFFERENCES = (("best_of_n_prm", "best_of_n_random"), ("best_of_n_random", "greedy"), ("best_of_n_prm", "greedy"))
+
+
+def clemscore(records: list[dict[str, Any]]) -> float | None:
+    """clemscore of ``records``; None (unscored) when no episode was played."""
+    from clembench_games.scoring import clem_table
+
+    value = clem_table(records)["clemscore"] if records else math.nan
+    return None if math.isnan(value) else value
+
+
+def difference(better: float | None, worse: float | None) -> float | None:
+    return None if better is None or worse is None else better - worse
+
+
+def with_intervals(played: dict[str, list[dict[str, Any]]], resamples: int, seed: int) -> dict[str, Any]:
+    """Bootstrap 95% intervals over episodes of each mode's clemscore and of the goal's differences:
+    ``{"modes": {mode: [low, high] | None}, "differences": {"a-b": {"value", "ci95"}},
+    "unscored_resamples": {mode or "a-b": count}}`` (the counts only where some were left out)."""
+    from rlplugs.tools.report import bootstrap_interval
+
+    size = len(next(iter(played.values())))
+    unscored: dict[str, int] = {}
+
+    def interval(name: str, stat) -> list[float] | None:
+        found = bootstrap_interval(stat, size, resamples, seed)
+        if found is None:
+            unscored[name] = resamples if size else 0
+            return None
+        if found.unscored:
+            unscored[name] = found.unscored
+        return [found.low, found.high]
+
+    def score(mode: str, picks: list[int]) -> float | None:
+        return clemscore([played[mode][i] for i in picks])
+
+    out: dict[str, Any] = {"modes": {m: interval(m, lambda p, m=m: score(m, p)) for m in played}, "differences": {}}
+    for better, worse in DIFFERENCES:
+        if better in played and worse in played:
+            name = f"{better}-{worse}"
+            out["differences"][name] = {
+                "value": difference(clemscore(played[better]), clemscore(played[worse])),
+                "ci95": interval(name, lambda p, b=better, w=worse: difference(score(b, p), score(w, p))),
+            }
+    out["unscored_resamples"] = {k: v for k, v in unscored.items() if v}
+    return out
+
+
+def goal_check(out: dict[str, Any]) -> dict[str, Any]:
+    """Issue 19's goal from the result's own numbers: PRM best-of-N > random best-of-N > greedy in
+    clemscore (point estimates, and whether the paired intervals of both differences lie above 0),
+    and wall PRM best-of-N / greedy <= 4.5."""
+    modes = out["modes"]
+    needed = ("greedy", "best_of_n_random", "best_of_n_prm")
+    if not all(m in modes for m in needed):
+        return {"checked": False, "why": f"needs the modes {', '.join(needed)}"}
+    score = {m: out["clemscore"][m] for m in needed}
+    if any(v is None for v in score.values()):
+        return {"checked": False, "why": f"unscored: {', '.join(m for m in needed if score[m] is None)} played no episode"}
+    ordered = score["best_of_n_prm"] > score["best_of_n_random"] > score["greedy"]
+    diffs = [out["differences"][k]["ci95"] for k in ("best_of_n_prm-best_of_n_random", "best_of_n_random-greedy")]
+    separated = all(ci is not None and ci[0] > 0 for ci in diffs)
+    ratio = modes["best_of_n_prm"]["wall_s"] / modes["greedy"]["wall_s"]
+
+    def interval(ci: list[float] | None) -> str:
+        return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "n/a"
+
+    def show(m: str) -> str:
+        return f"{score[m]:.2f} {interval(modes[m]['clemscore_ci95'])}"
+
+    text = (f"clemscore PRM best-of-{out['settings']['n']} {show('best_of_n_prm')} vs random "
+            f"{show('best_of_n_random')} vs greedy {show('greedy')}: order "
+            f"{'holds' if ordered else 'does not hold'} on the point estimates, and the paired 95% intervals of "
+            f"PRM-random {interval(diffs[0])} and random-greedy {interval(diffs[1])} {'both lie' if separated else 'do not both lie'} above 0; "
+            f"wall ratio PRM best-of-N / greedy {ratio:.2f} ({'<=' if ratio <= GOAL_WALL_RATIO else '>'} {GOAL_WALL_RATIO}).")
+    return {"checked": True, "order_holds": ordered, "order_holds_beyond_intervals": separated,
+            "wall_ratio_best_of_n_prm_vs_greedy": ratio, "wall_ratio_met": ratio <= GOAL_WALL_RATIO,
+            "met": ordered and ratio <= GOAL_WALL_RATIO, "text": text}  # fmt: skip

@@ -1,0 +1,59 @@
+"""The helpers the benchmark drivers share (``benchmarks/*.py``, run as ``python benchmarks/x.py``,
+so they import each other from that folder): running a stage's command with its output in a log,
+and prm_guidance's clemscore with paired intervals, where a mode that played nothing is unscored."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture()
+def benchmarks_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+
+
+def test_a_failed_stage_command_is_one_line_naming_it_and_its_log_then_the_logs_end(benchmarks_path, tmp_path):
+    from logged_command import run_logged
+
+    ok = tmp_path / "ok.log"
+    assert run_logged([sys.executable, "-c", "print('trained')"], ok, "rlplugs sft") >= 0 and ok.read_text() == "trained\n"
+    failing = [sys.executable, "-c", "import sys; print('step 1'); sys.exit('CUDA out of memory')"]
+    with pytest.raises(RuntimeError) as failed:
+        run_logged(failing, tmp_path / "sft.log", "rlplugs sft")
+    first, *rest = str(failed.value).splitlines()
+    assert first == f"rlplugs sft failed with exit code 1 (its output: {tmp_path / 'sft.log'}); the log ends:"
+    assert rest == ["step 1", "CUDA out of memory"]
+
+
+def _episode(played: bool) -> dict:
+    return {"game": "wordle", "metrics": {"Main Score": 60.0 if played else None, "Aborted": 0.0 if played else 1.0,
+                                          "Played": 1.0 if played else 0.0, "Success": 0.0 if played else None}}  # fmt: skip
+
+
+def test_a_mode_that_played_nothing_is_unscored_and_resamples_without_a_played_episode_are_left_out(benchmarks_path):
+    from paired_clemscore import clemscore, goal_check, with_intervals
+
+    assert clemscore([_episode(False)] * 3) is None  # clembench leaves it undefined: not a 0
+    assert clemscore([_episode(True), _episode(False)]) == pytest.approx(30.0)  # 50% played x quality 60
+    played = {"greedy": [_episode(True)] * 6, "best_of_n_prm": [_episode(True)] * 6,
+              "best_of_n_random": [_episode(True)] + [_episode(False)] * 5}  # fmt: skip
+    found = with_intervals(played, resamples=2000, seed=0)
+    # a resample without episode 0 has no clemscore for random: left out, not counted as 0
+    assert found["modes"]["best_of_n_random"][0] == pytest.approx(10.0)  # at least 1 of 6 played, at quality 60
+    assert found["modes"]["greedy"] == [60.0, 60.0]
+    skipped = found["unscored_resamples"]
+    assert set(skipped) == {"best_of_n_random", "best_of_n_prm-best_of_n_random", "best_of_n_random-greedy"}
+    assert 500 < skipped["best_of_n_random"] == skipped["best_of_n_random-greedy"] < 900  # (5/6)**6 = 0.33 of 2000
+
+    nothing = {**played, "best_of_n_random": [_episode(False)] * 6}
+    found = with_intervals(nothing, resamples=200, seed=0)
+    assert found["modes"]["best_of_n_random"] is None and found["unscored_resamples"]["best_of_n_random"] == 200
+    assert found["differences"]["best_of_n_random-greedy"] == {"value": None, "ci95": None}
+    result = {"modes": {m: {"wall_s": 1.0, "clemscore_ci95": found["modes"][m]} for m in nothing},
+              "clemscore": {m: clemscore(nothing[m]) for m in nothing}, "differences": found["differences"]}  # fmt: skip
+    assert goal_check(result) == {"checked": False, "why": "unscored: best_of_n_random played no episode"}
