@@ -69,6 +69,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--grpo_steps", type=int, default=4)
     p.add_argument("--grpo_prompts_per_step", type=int, default=4, help="groups per step (16 rollouts each)")
     p.add_argument("--grpo_lr", type=float, default=1e-5)
+    p.add_argument("--grpo_generation_batch", type=int, default=None,
+                   help="completions generated at once (TRL's generation_batch_size; default: one step's, on-policy); "
+                        "a multiple of a step's completions serves that many optimizer steps from one generation")
+    p.add_argument("--compile_generation", action="store_true", help="GRPO generates with rlplugs' compile_generation")
     p.add_argument("--overhead_steps", type=int, default=6)
     p.add_argument("--overhead_tokens", type=int, default=256)
     p.add_argument("--workers", type=int, default=8, help="factory-sim sandbox workers")
@@ -153,6 +157,10 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
     steps = 1 if a.cpu else a.grpo_steps
     tokens = 32 if a.cpu else a.max_new_tokens
     cmd = [*rlplugs_cmd(), "grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true"]
+    if a.grpo_generation_batch:
+        cmd += ["--generation_batch_size", str(a.grpo_generation_batch)]
+    if a.compile_generation:
+        cmd += ["--compile_generation", "true"]
     wall = run_logged(cmd, a.out / f"grpo{size}.log", "rlplugs grpo")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
             "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
