@@ -101,14 +101,15 @@ def main() -> None:
     load = os.getloadavg()[0]
     results: dict = {"shape": {"layers": LAYERS, "heads": HEADS, "kv_heads": KV_HEADS, "head_dim": DIM,
                                "cache": a.cache, "filled": a.filled}, "ms_per_step": {}, "speedup_vs_sdpa_repeat": {}}  # fmt: skip
+    batches = [int(b) for b in a.batches.split(",")]
+    results["cache_gb_per_step"] = {str(b): round(2 * LAYERS * b * KV_HEADS * a.cache * DIM * 2 / 1e9, 2) for b in batches}
+    attends = ways()
     for compiled in (False, True):
-        for batch in map(int, a.batches.split(",")):
+        for batch in batches:
             name = f"{'compiled' if compiled else 'eager'}@{batch}"
-            ms = {way: round(time_step(attend, batch, a, compiled), 3) for way, attend in ways().items()}
+            ms = {way: round(time_step(attend, batch, a, compiled), 3) for way, attend in attends.items()}
             results["ms_per_step"][name] = ms
             results["speedup_vs_sdpa_repeat"][name] = {w: round(ms["sdpa_repeat"] / t, 2) for w, t in ms.items()}
-            cache_gb = 2 * LAYERS * batch * KV_HEADS * a.cache * DIM * 2 / 1e9
-            results.setdefault("cache_gb_per_step", {})[str(batch)] = round(cache_gb, 2)
             print(name, ms, flush=True)
     sys.path.insert(0, str(Path(__file__).parent))
     from result_file import write_result

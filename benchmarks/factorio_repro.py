@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from logged_command import run_logged  # beside this script (python benchmarks/factorio_repro.py)
+from logged_command import rlplugs_cli, run_logged  # beside this script (python benchmarks/factorio_repro.py)
 
 log = logging.getLogger("factorio_repro")
 ENV = "factorio-build"
@@ -89,10 +89,6 @@ def precision(a) -> list[str]:
     return ["--use_cpu", "true", "--bf16", "false"] if a.cpu else ["--bf16", "true"]
 
 
-def rlplugs_cmd() -> list[str]:
-    return [sys.executable, "-m", "rlplugs.tools.cli"]
-
-
 def evaluate_model(a, model_dir: str, stage: str) -> dict:
     """The card's protocol (16 rows x 4 samples, T=0.6, thinking off) on validation and holdout."""
     from rlplugs.tools.evaluation import evaluate_to_dir, protocol_overrides
@@ -122,12 +118,12 @@ def evaluate_model(a, model_dir: str, stage: str) -> dict:
 
 def sft(a, base: str, size: int) -> tuple[str, float]:
     out = a.out / f"sft{size}"
-    cmd = [*rlplugs_cmd(), "sft", "--env", ENV, "--env_args", env_args(a), "--sft_dataset", warmstart_set(size),
+    cmd = rlplugs_cli("sft", "--env", ENV, "--env_args", env_args(a), "--sft_dataset", warmstart_set(size),
            "--model_name_or_path", base, "--output_dir", str(out), "--num_train_epochs", str(a.sft_epochs),
            "--learning_rate", str(a.sft_lr), "--lr_scheduler_type", "cosine", "--warmup_steps", "0.05",
            "--per_device_train_batch_size", "8", "--max_length", str(1300 + a.max_new_tokens),
            "--gradient_checkpointing", "false", "--logging_steps", "5", "--save_strategy", "no",
-           "--report_to", "none", *precision(a)]  # fmt: skip
+           "--report_to", "none", *precision(a))  # fmt: skip
     if a.cpu:
         cmd += ["--max_steps", "1", "--per_device_train_batch_size", "1", "--max_length", "256"]
     return str(out), run_logged(cmd, a.out / f"sft{size}.log", "rlplugs sft")
@@ -156,7 +152,7 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
     out = a.out / f"grpo{size}"
     steps = 1 if a.cpu else a.grpo_steps
     tokens = 32 if a.cpu else a.max_new_tokens
-    cmd = [*rlplugs_cmd(), "grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true"]
+    cmd = rlplugs_cli("grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true")
     if a.grpo_generation_batch:
         cmd += ["--generation_batch_size", str(a.grpo_generation_batch)]
     if a.compile_generation:
@@ -253,8 +249,8 @@ def collect(a) -> None:
     plot(result, dest / "factorio_repro.png")
     evals = [a.out / f"eval-{row['stage']}" for row in table if (a.out / f"eval-{row['stage']}" / "report.json").exists()]
     if evals:  # the same table and picture any set of evaluations gets, with intervals
-        subprocess.run([*rlplugs_cmd(), "report", *map(str, evals), "--labels", ",".join(p.name.removeprefix("eval-") for p in evals),
-                        "--out", str(a.out / "report"), "--title", f"factorio-build, {result['model'].split(' (')[0]}"], check=True)  # fmt: skip
+        subprocess.run(rlplugs_cli("report", *map(str, evals), "--labels", ",".join(p.name.removeprefix("eval-") for p in evals),
+                        "--out", str(a.out / "report"), "--title", f"factorio-build, {result['model'].split(' (')[0]}"), check=True)  # fmt: skip
         for suffix in ("json", "png"):
             (dest / f"factorio_repro_evals.{suffix}").write_bytes((a.out / "report" / f"comparison.{suffix}").read_bytes())
     log.info("wrote %s", dest / "factorio_repro.json")

@@ -9,11 +9,17 @@ from __future__ import annotations
 import logging
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 log = logging.getLogger("benchmarks")
 TAIL_CHARS = 4000
+
+
+def rlplugs_cli(*args: str) -> list[str]:
+    """The user's ``rlplugs ARGS`` command, run with this interpreter."""
+    return [sys.executable, "-m", "rlplugs.tools.cli", *args]
 
 
 def run_logged(cmd: list[str], log_path: Path, name: str) -> float:

@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 # beside this script (python benchmarks/prm_guidance.py)
-from logged_command import run_logged
+from logged_command import rlplugs_cli, run_logged
 from paired_clemscore import clemscore, goal_check, with_intervals
 
 log = logging.getLogger("prm_guidance")
@@ -146,7 +146,7 @@ def timed(fn):
 
 def rlplugs_command(args: list[str], log_path: Path) -> float:
     """Run ``rlplugs ARGS`` (the user's command) with its output in ``log_path``; wall seconds."""
-    return run_logged([sys.executable, "-m", "rlplugs.tools.cli", *args], log_path, f"rlplugs {args[0]}")
+    return run_logged(rlplugs_cli(*args), log_path, f"rlplugs {args[0]}")
 
 
 def sft_on_won_games(args, games: list[str], base: str, device: str) -> tuple[str, dict[str, Any]]:
