@@ -19,9 +19,9 @@ run split over several calls, or cut short, keeps what finished):
 - ``overhead``: median step time of ``trl grpo --env factorio-build`` vs a hand-written TRL script
   (``benchmarks/factorio_grpo_handwritten.py``) with the same model, data, reward and settings.
 
-``--collect`` assembles the stage files into ``benchmarks/results/factorio_repro.json`` and a PNG
+``--collect`` assembles the stage files into ``benchmarks/results/<--result>.json`` and a PNG
 of reward per GRPO step; the evaluations themselves are compared by ``rlplugs report`` (one table
-and picture with row-bootstrap intervals, ``benchmarks/results/factorio_repro_evals.{json,png}``). The exact commands used are in ``benchmarks/README.md``.
+and picture with row-bootstrap intervals, ``benchmarks/results/<--result>_evals.{json,png}``). The exact commands used are in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import statistics
 import subprocess
@@ -63,6 +64,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--device", default="cuda")
     p.add_argument("--eval_rows", type=int, default=16)
     p.add_argument("--eval_samples", type=int, default=4)
+    p.add_argument("--eval_splits", default="validation,holdout", help="comma-separated splits each evaluation scores")
     p.add_argument("--max_new_tokens", type=int, default=3072, help="completion limit in eval and GRPO")
     p.add_argument("--sft_epochs", type=float, default=3.0)
     p.add_argument("--sft_lr", type=float, default=1e-4)
@@ -72,17 +74,24 @@ def parse() -> argparse.Namespace:
     p.add_argument("--grpo_generation_batch", type=int, default=None,
                    help="completions generated at once (TRL's generation_batch_size; default: one step's, on-policy); "
                         "a multiple of a step's completions serves that many optimizer steps from one generation")
-    p.add_argument("--compile_generation", action="store_true", help="GRPO generates with rlplugs' compile_generation")
+    p.add_argument("--compile_generation", action="store_true",
+                   help="GRPO (its compile_generation) and the evaluations (HFPolicy's) generate with compiled decoding")
     p.add_argument("--overhead_steps", type=int, default=6)
     p.add_argument("--overhead_tokens", type=int, default=256)
     p.add_argument("--workers", type=int, default=8, help="factory-sim sandbox workers")
     p.add_argument("--cpu", action="store_true", help="plumbing check on CPU (tiny settings)")
     p.add_argument("--collect", action="store_true", help="assemble OUT/*.json into benchmarks/results")
+    p.add_argument("--result", default="factorio_repro", help="--collect's file name in benchmarks/results (.json, .png, _evals)")
     return p.parse_args()
 
 
 def env_args(a) -> str:
-    return json.dumps({"workers": a.workers})
+    return json.dumps(env_options(a))
+
+
+def env_options(a) -> dict:
+    """The environment's options: its evaluation splits hold ``--eval_rows`` rows (16 by default)."""
+    return {"workers": a.workers, "eval_rows": a.eval_rows}
 
 
 def precision(a) -> list[str]:
@@ -90,13 +99,16 @@ def precision(a) -> list[str]:
 
 
 def evaluate_model(a, model_dir: str, stage: str) -> dict:
-    """The card's protocol (16 rows x 4 samples, T=0.6, thinking off) on validation and holdout."""
+    """The card's protocol (16 rows x 4 samples, T=0.6, thinking off) on the ``--eval_splits``."""
+    import torch
+
     from rlplugs.tools.evaluation import evaluate_to_dir, protocol_overrides
     from rlplugs.tools.policies import HFPolicy
     from rlplugs.registry import make_env
 
-    spec = make_env(ENV, {"workers": a.workers})
-    protocol = protocol_overrides(spec.eval, rows=a.eval_rows, samples_per_row=a.eval_samples, max_new_tokens=a.max_new_tokens)
+    spec = make_env(ENV, env_options(a))
+    protocol = protocol_overrides(spec.eval, rows=a.eval_rows, samples_per_row=a.eval_samples,
+                                  max_new_tokens=a.max_new_tokens, splits=a.eval_splits.split(","))  # fmt: skip
     policy = HFPolicy(
         model_dir,
         temperature=protocol.temperature,
@@ -104,8 +116,11 @@ def evaluate_model(a, model_dir: str, stage: str) -> dict:
         enable_thinking=protocol.enable_thinking,
         batch_size=protocol.rows * protocol.samples_per_row,
         device=None if a.cpu else a.device,
+        compile_generation=a.compile_generation,
     )
     report, _ = evaluate_to_dir(spec, protocol.splits, policy, a.out / f"eval-{stage}", protocol=protocol, policy_name=stage, render=1)
+    del policy  # the static cache's memory goes back before the next stage's trainer starts
+    torch.cuda.empty_cache()
     return {
         split: {
             "success": report["splits"][split]["success_rate"],
@@ -245,15 +260,15 @@ def collect(a) -> None:
               "stage_commands": stage_commands(a.out)}  # fmt: skip
     dest = Path("benchmarks/results")
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "factorio_repro.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(result, dest / "factorio_repro.png")
+    (dest / f"{a.result}.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, dest / f"{a.result}.png")
     evals = [a.out / f"eval-{row['stage']}" for row in table if (a.out / f"eval-{row['stage']}" / "report.json").exists()]
     if evals:  # the same table and picture any set of evaluations gets, with intervals
         subprocess.run(rlplugs_cli("report", *map(str, evals), "--labels", ",".join(p.name.removeprefix("eval-") for p in evals),
                         "--out", str(a.out / "report"), "--title", f"factorio-build, {result['model'].split(' (')[0]}"), check=True)  # fmt: skip
         for suffix in ("json", "png"):
-            (dest / f"factorio_repro_evals.{suffix}").write_bytes((a.out / "report" / f"comparison.{suffix}").read_bytes())
-    log.info("wrote %s", dest / "factorio_repro.json")
+            (dest / f"{a.result}_evals.{suffix}").write_bytes((a.out / "report" / f"comparison.{suffix}").read_bytes())
+    log.info("wrote %s", dest / f"{a.result}.json")
 
 
 def plot(result: dict, path: Path) -> None:
@@ -263,8 +278,8 @@ def plot(result: dict, path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     names = [r["stage"] for r in result["table"]]
     x = range(len(names))
-    left.bar([i - 0.2 for i in x], [r["validation"] for r in result["table"]], 0.4, label="validation")
-    left.bar([i + 0.2 for i in x], [r["holdout"] for r in result["table"]], 0.4, label="holdout")
+    for offset, split in ((-0.2, "validation"), (0.2, "holdout")):  # a split not evaluated draws no bar
+        left.bar([i + offset for i in x], [math.nan if r[split] is None else r[split] for r in result["table"]], 0.4, label=split)
     carded = [(i, r["card_qwen35_9b"]["holdout"]) for i, r in zip(x, result["table"]) if r["card_qwen35_9b"]]
     left.scatter([i + 0.2 for i, _ in carded], [v for _, v in carded], color="k",
                  marker="_", s=400, zorder=3, label="card holdout (Qwen3.5-9B)")  # fmt: skip

@@ -41,3 +41,12 @@ def test_enable_thinking_switches_the_qwen35_prompt(greedy, tiny_qwen35):
 def test_plain_policy_is_usable_as_batch_policy():
     batch = as_batch_policy(lambda messages: messages[-1]["content"].upper())
     assert batch.generate([SHORT, LONG], n=2) == [["HI", "HI"], [LONG[-1]["content"].upper()] * 2]
+
+
+def test_compiled_generation_decodes_as_plain_generate(greedy, tiny_qwen35):
+    """The static cache, the packed attention and the padded prompt bucket change no token."""
+    compiled = HFPolicy(tiny_qwen35, temperature=0.0, max_new_tokens=6, batch_size=4, compile_generation=True)
+    assert compiled.model.config._attn_implementation == "rlplugs_packed_gqa"
+    enc = compiled.tokenizer([compiled.render(SHORT)], padding=True, pad_to_multiple_of=compiled.pad_to_multiple_of)
+    assert len(enc["input_ids"][0]) == 256  # the short prompt fills one bucket
+    assert compiled.generate([LONG, SHORT], n=1) == greedy.generate([LONG, SHORT], n=1)

@@ -20,6 +20,7 @@ writes.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -41,6 +42,8 @@ from rlplugs.episode import (
 )
 from rlplugs.rewards import Sample, Score, UnscoredLedger, run_sync, weighted_total
 
+log = logging.getLogger(__name__)
+
 Advance = Callable[[int], None]  # progress callback: n units done
 
 
@@ -51,9 +54,12 @@ def protocol_overrides(protocol: EvalProtocol, **overrides: Any) -> EvalProtocol
 
 
 def eval_rows(spec: EnvSpec, split: str, rows: int) -> list[dict[str, Any]]:
-    """The first ``rows`` rows of ``split`` as plain dicts."""
+    """The first ``rows`` rows of ``split`` as plain dicts (all of them, said so, when it has fewer)."""
     ds = spec.dataset(split)
     n = min(rows, len(ds))
+    if n < rows:
+        log.warning("split %r of %s has %d rows: evaluating those, not the %d asked for (the env's options "
+                    "may set the split's size)", split, spec.name, n, rows)  # fmt: skip
     return [dict(ds[i]) for i in range(n)]
 
 

@@ -27,6 +27,12 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 # The attn_implementation name compiled generation switches the model to.
 PACKED_GQA = "rlplugs_packed_gqa"
+# Prompt-length bucket for compiled generation: prompts are left-padded to a multiple of it, so a
+# run compiles once per bucket its prompts reach, not once per prompt length.
+COMPILE_BUCKET = 256
+# The generation settings of compiled decoding: a static cache, and transformers' auto-compile of
+# the decoding step left on (TRL switches it off in its generation config).
+COMPILED_DECODING = {"cache_implementation": "static", "disable_compile": False}
 
 
 def packed_gqa_attention(

@@ -25,7 +25,7 @@
    decoding step (CUDA graphs) once per shape; TRL switches that compile off in its generation
    config and offers no flag, so this one turns it on. The shapes are the batch (fixed per step;
    the multi-turn rollout pads each round to its full width when compiling) and the prompt
-   length, bucketed with TRL's own ``pad_to_multiple_of`` (:data:`COMPILE_BUCKET` unless set),
+   length, bucketed with TRL's own ``pad_to_multiple_of`` (``packed_gqa.COMPILE_BUCKET`` unless set),
    so a run compiles once per bucket its prompts reach, not per prompt. TRL pads the training
    batches (prompts and completions) to the same multiple, so the loss pass computes a little
    more. A static cache always carries a mask, which makes transformers' SDPA copy every
@@ -44,12 +44,10 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
-from rlplugs.adapters.trl.packed_gqa import use_packed_gqa
+from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_packed_gqa
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
-# Prompt-length bucket for compiled generation when ``pad_to_multiple_of`` is not set.
-COMPILE_BUCKET = 256
 COMPILE_CONFLICT = (
     "compile_generation speeds up plain generate; it does not apply with use_vllm or "
     "use_transformers_continuous_batching: drop one of them"
@@ -114,8 +112,8 @@ class EnvGRPOTrainer(GRPOTrainer):
     def _enable_compiled_generation(self) -> None:
         if self.use_vllm or self.use_transformers_continuous_batching:
             raise ValueError(COMPILE_CONFLICT)
-        self.generation_config.cache_implementation = "static"
-        self.generation_config.disable_compile = False
+        for key, value in COMPILED_DECODING.items():
+            setattr(self.generation_config, key, value)
         use_packed_gqa(self.model)
         if not isinstance(self.pad_to_multiple_of, int):
             self.pad_to_multiple_of = COMPILE_BUCKET
