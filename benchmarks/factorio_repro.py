@@ -117,6 +117,7 @@ def evaluate_model(a, model_dir: str, stage: str) -> dict:
         batch_size=protocol.rows * protocol.samples_per_row,
         device=None if a.cpu else a.device,
         compile_generation=a.compile_generation,
+        dtype="auto" if a.cpu else "bfloat16",  # as the GRPO trainer generates (its bf16 copy)
     )
     report, _ = evaluate_to_dir(spec, protocol.splits, policy, a.out / f"eval-{stage}", protocol=protocol, policy_name=stage, render=1)
     del policy  # the static cache's memory goes back before the next stage's trainer starts

@@ -89,7 +89,8 @@ def episode_grpo_trainer():
 
 
 def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max_completion_length: int, turn_tokens: int,
-                          max_steps: int, num_generations: int = 4, compile_generation: bool = False, **config):
+                          max_steps: int, num_generations: int = 4, compile_generation: bool = False, bf16: bool = False,
+                          **config):
     """A real ``EnvGRPOTrainer`` on a multi-turn env through the generic episode rollout (CPU,
     batches of 4 completions, ``num_generations`` per prompt, thinking off; ``config``: more
     ``GRPOConfig`` fields). Returns ``(spec, rewards, trainer)``."""
@@ -105,7 +106,7 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
     args = GRPOConfig(
         output_dir=str(output_dir),
         use_cpu=True,
-        bf16=False,
+        bf16=bf16,
         gradient_checkpointing=False,
         per_device_train_batch_size=4,
         num_generations=num_generations,

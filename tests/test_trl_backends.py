@@ -108,6 +108,36 @@ def test_compiled_generation_pads_rounds_to_full_width_and_buckets_prompts(
     assert [len(ep.replies) for ep in out["episode"]] == [1, TURNS, TURNS]
 
 
+def test_compiled_generation_under_mixed_precision_decodes_on_a_synced_half_precision_copy(
+    tiny_qwen35, tmp_path, episode_grpo_trainer, run_rollout
+):
+    """fp32 weights trained under bf16 autocast: the rounds decode on a bf16 copy with packed GQA
+    (transformers 5.17's static cache failed on the mixed key/value dtypes on the H200; 5.24's,
+    installed here, does not fail, so this asserts the design), the trained model stays fp32 SDPA,
+    and once the optimizer has stepped the next generation decodes with the weights it left."""
+    spec, _, trainer = episode_grpo_trainer(
+        tiny_qwen35, "count-test", {"rows": 4}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=1,
+        compile_generation=True, bf16=True,
+    )  # fmt: skip
+    trainer.train()
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    copy = trainer._generation_copy.model
+    assert model.dtype == torch.float32 and model.config._attn_implementation == "sdpa"
+    assert copy.dtype == torch.bfloat16 and copy.config._attn_implementation == PACKED_GQA
+    assert trainer._generation_copy.synced_at == 0  # the step's generation used the weights before the update
+    with torch.no_grad():  # weights the copy has not seen (count-test's first group may carry no advantage)
+        for p in model.parameters():
+            p.add_(0.5)
+    trained = model.state_dict()
+    assert not any(torch.equal(v, trained[k].to(torch.bfloat16)) for k, v in copy.state_dict().items())
+    calls = []
+    generate = copy.generate
+    copy.generate = lambda **kw: calls.append(kw["input_ids"].shape) or generate(**kw)
+    run_rollout(trainer, [dict(r) for r in spec.dataset("train").select(range(2))])
+    assert len(calls) == TURNS and trainer._generation_copy.synced_at == 1
+    assert all(torch.equal(v, trained[k].to(torch.bfloat16)) for k, v in copy.state_dict().items())
+
+
 def test_compile_generation_refuses_other_backends(tiny_qwen35, tmp_path, episode_grpo_trainer):
     with pytest.raises(ValueError, match="compile_generation speeds up plain generate"):
         episode_grpo_trainer(

@@ -32,7 +32,9 @@ from rlplugs.episode import Message
 class HFPolicy:
     """Sample replies from a causal LM. ``model`` is a path or a loaded model; ``tokenizer``
     a path, a loaded tokenizer, or ``None`` for the model's own. ``device="auto"`` puts a model
-    loaded from a path on the GPU when there is one (a loaded model is left where it is)."""
+    loaded from a path on the GPU when there is one (a loaded model is left where it is);
+    ``dtype`` is the one it is loaded in ("auto": as saved; a checkpoint trained in mixed
+    precision is saved in fp32, and decodes faster in "bfloat16")."""
 
     def __init__(
         self,
@@ -46,13 +48,14 @@ class HFPolicy:
         batch_size: int = 8,
         device: str | None = "auto",
         compile_generation: bool = False,
+        dtype: str = "auto",
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
         loaded_here = isinstance(model, (str, Path))
         if loaded_here:
             self.name = str(model)
-            model = AutoModelForCausalLM.from_pretrained(str(model), dtype="auto")
+            model = AutoModelForCausalLM.from_pretrained(str(model), dtype=dtype)
         else:
             self.name = getattr(getattr(model, "config", None), "name_or_path", type(model).__name__)
         if tokenizer is None:

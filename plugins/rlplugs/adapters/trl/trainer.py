@@ -30,8 +30,10 @@
    batches (prompts and completions) to the same multiple, so the loss pass computes a little
    more. A static cache always carries a mask, which makes transformers' SDPA copy every
    key/value head once per query head on each decoding step; the decoding step therefore
-   switches to :mod:`rlplugs.adapters.trl.packed_gqa`, which reads each head once. CUDA only:
-   elsewhere the static cache runs uncompiled.
+   switches to :mod:`rlplugs.adapters.trl.packed_gqa`, which reads each head once. With fp32
+   weights under bf16/fp16 mixed precision it decodes on a half-precision copy of the model
+   (:mod:`rlplugs.adapters.trl.generation_copy`). CUDA only: elsewhere the static cache runs
+   uncompiled.
 
 Reward functions with a ``bind`` attribute (:class:`rlplugs.adapters.trl.rewards.EnvRewardFunctions`) are
 bound to the trainer so group components know the process layout.
@@ -42,8 +44,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from accelerate.utils import is_peft_model
 from trl import GRPOTrainer
 
+from rlplugs.adapters.trl.generation_copy import NEEDS_WHOLE_WEIGHTS, GenerationCopy
 from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_packed_gqa
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
@@ -100,6 +104,8 @@ class EnvGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.filter_zero_spread_groups = filter_zero_spread_groups
         self.compile_generation = compile_generation
+        self._generation_dtype: torch.dtype | None = None  # set when generation decodes on a copy
+        self._generation_copy: GenerationCopy | None = None
         if compile_generation:
             self._enable_compiled_generation()
         self.rollout_rows: list[dict[str, Any]] | None = None
@@ -114,9 +120,28 @@ class EnvGRPOTrainer(GRPOTrainer):
             raise ValueError(COMPILE_CONFLICT)
         for key, value in COMPILED_DECODING.items():
             setattr(self.generation_config, key, value)
-        use_packed_gqa(self.model)
         if not isinstance(self.pad_to_multiple_of, int):
             self.pad_to_multiple_of = COMPILE_BUCKET
+        autocast = torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None
+        if autocast is None or self.model.dtype != torch.float32:
+            use_packed_gqa(self.model)
+            return
+        if self.is_fsdp_enabled or self.is_deepspeed_enabled or is_peft_model(self.model):
+            raise ValueError(NEEDS_WHOLE_WEIGHTS)
+        self._generation_dtype = autocast
+
+    def _generate_single_turn(self, *args: Any, **kwargs: Any):
+        """TRL's generation, on the half-precision copy when there is one (see ``generation_copy``)."""
+        if self._generation_dtype is None:
+            return super()._generate_single_turn(*args, **kwargs)
+        model = self.accelerator.unwrap_model(self.model)
+        if self._generation_copy is None:
+            self._generation_copy = GenerationCopy(model, self._generation_dtype)
+        trained, self.model_wrapped = self.model_wrapped, self._generation_copy.sync(model, self.state.global_step)
+        try:  # TRL generates from self.model_wrapped
+            return super()._generate_single_turn(*args, **kwargs)
+        finally:
+            self.model_wrapped = trained
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = without_unweighted_totals(
