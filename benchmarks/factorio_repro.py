@@ -164,7 +164,7 @@ def log_history(out: Path) -> list[dict]:
     return json.loads(ckpts[-1].read_text())["log_history"] if ckpts else []
 
 
-def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
+def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], int]:
     out = a.out / f"grpo{size}"
     steps = 1 if a.cpu else a.grpo_steps
     tokens = 32 if a.cpu else a.max_new_tokens
@@ -176,8 +176,9 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict]]:
     wall = run_logged(cmd, a.out / f"grpo{size}.log", "rlplugs grpo")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
             "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
-    curve = [{k: h[k] for k in keep if k in h} for h in log_history(out) if "reward" in h]
-    return str(out), wall, curve
+    history = log_history(out)
+    curve = [{k: h[k] for k in keep if k in h} for h in history if "reward" in h]  # one per generation batch
+    return str(out), wall, curve, max((h.get("step", 0) for h in history), default=0)
 
 
 def overhead(a, model: str) -> dict:
@@ -221,8 +222,8 @@ def stage(a, name: str) -> dict:
         out, wall = sft(a, base, size)
         return {"model": out, "train_wall_s": wall, "eval": evaluate_model(a, out, name)}
     if name.startswith("grpo"):
-        out, wall, curve = grpo(a, str(a.out / f"sft{size}"), size)
-        return {"model": out, "train_wall_s": wall, "steps": len(curve), "curve": curve, "eval": evaluate_model(a, out, name)}
+        out, wall, curve, steps = grpo(a, str(a.out / f"sft{size}"), size)
+        return {"model": out, "train_wall_s": wall, "steps": steps, "curve": curve, "eval": evaluate_model(a, out, name)}
     if name == "overhead":
         return overhead(a, base)
     raise ValueError(f"unknown stage {name!r}")
@@ -249,11 +250,12 @@ def collect(a) -> None:
             row = {"stage": name, "validation": ev.get("validation", {}).get("success"),
                    "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": stages[name].get("steps", 0),
                    "train_wall_s": round(stages[name].get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD.get(name)}  # fmt: skip
-            warm = stages.get(name.replace("grpo", "sft")) if name.startswith("grpo") else None
-            if warm:
-                row["holdout_gain_over_warm_start"] = round(row["holdout"] - warm["eval"]["holdout"]["success"], 4)
+            warm = name.replace("grpo", "sft") if name.startswith("grpo") else None
+            if warm in stages:
+                row["holdout_gain_over_warm_start"] = round(row["holdout"] - stages[warm]["eval"]["holdout"]["success"], 4)
+                row["holdout_gain_paired_ci95"] = paired_gain_interval(a.out, warm, name)
             table.append(row)
-    settings = {k: v for k, v in meta.get("settings", {}).items() if k not in ("stages", "out", "collect")}
+    settings = {k: v for k, v in meta.get("settings", {}).items() if k not in ("stages", "out", "collect", "result")}
     result = {"table": table, "model": meta.get("model"), "device": meta.get("device"), "settings": settings,
               "grpo_overhead_ratio": stages.get("overhead", {}).get("grpo_overhead_ratio"),
               "overhead": stages.get("overhead"), "not_run": [s for s in (*CARD, "overhead") if s not in stages],
@@ -270,6 +272,19 @@ def collect(a) -> None:
         for suffix in ("json", "png"):
             (dest / f"{a.result}_evals.{suffix}").write_bytes((a.out / "report" / f"comparison.{suffix}").read_bytes())
     log.info("wrote %s", dest / f"{a.result}.json")
+
+
+def paired_gain_interval(out: Path, before: str, after: str) -> list[float] | None:
+    """95% interval of the holdout gain from stage ``before`` to ``after``, resampling the same
+    rows for both (they are scored on the same rows); None without both sample files."""
+    from rlplugs.tools.report import load_run, paired_difference, scores_by_row
+
+    folders = [out / f"eval-{stage}" for stage in (before, after)]
+    if not all((f / "samples.jsonl").exists() for f in folders):
+        return None
+    rows = [scores_by_row(load_run(f)[1], "holdout", "success") for f in folders]
+    gain = paired_difference(*rows) if rows[0].keys() == rows[1].keys() else None
+    return [round(gain[1].low, 4), round(gain[1].high, 4)] if gain else None
 
 
 def plot(result: dict, path: Path) -> None:
@@ -292,8 +307,8 @@ def plot(result: dict, path: Path) -> None:
     for name, curve in result["curves"].items():
         right.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name)
     right.set_xticks(sorted({c["step"] for curve in result["curves"].values() for c in curve}))
-    right.set_xlabel("GRPO step (64 rollouts, T = 0.7)")
-    right.set_ylabel("mean reward (success + 0.1 validity)")
+    right.set_xlabel("GRPO step at which a generation batch was drawn (T = 0.7)")
+    right.set_ylabel("mean reward of the batch (success + 0.1 validity)")
     right.set_title("GRPO reward per step")
     right.legend()
     fig.tight_layout()

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from rlplugs.tools.report import bootstrap_interval, row_bootstrap
+from rlplugs.tools.report import bootstrap_interval, difference_text, row_bootstrap
 from test_cli import RLPLUGS
 
 
@@ -153,3 +153,18 @@ def test_a_bars_label_sits_above_its_interval_not_under_the_error_bar():
     assert [tuple(y for _, y in segment) for segment in error_lines.get_segments()][0] == (0.25, 0.75)
     assert [t.xy[1] for t in ax.texts] == [0.75, 0.3, 0.0]  # above the interval; the bar; the baseline
     plt.close(fig)
+
+
+def test_a_run_on_the_same_rows_gets_its_difference_with_a_paired_interval(runs, tmp_path, plugin_env):
+    """The reference scores 1 on every count-test row, so in every paired resample the difference
+    is 1 minus the tiny model's pooled mean on the same rows: its interval is the tiny model's
+    own, mirrored. An unpaired bootstrap would draw other rows for each run and miss it."""
+    out = rlplugs("report", str(runs / "tiny"), str(runs / "count-ref"), str(runs / "letters-ref"),
+                  "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    tiny, ref, letters = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["table"]
+    assert tiny["rows"] == ref["rows"]
+    assert tiny["diff"] is None and letters["diff"] is None  # first on its rows; another env
+    assert ref["diff"] == pytest.approx(1.0 - tiny["mean"])
+    assert ref["diff_ci95"] == pytest.approx([1.0 - tiny["ci95"][1], 1.0 - tiny["ci95"][0]])
+    assert f"| {difference_text(ref)} |" in (tmp_path / "cmp" / "comparison.md").read_text()

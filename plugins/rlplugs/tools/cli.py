@@ -158,15 +158,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from rlplugs.tools.eval_command import writable_dir
-    from rlplugs.tools.report import write_comparison
+    from rlplugs.tools.report import difference_text, write_comparison
 
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
     table = write_comparison(args.runs, writable_dir(args.out, "--out"), labels, args.metric, args.title or "")
-    shown = Table("run", "env", "policy", "split", "metric", "rows", "mean", "95% interval", title=f"written to {args.out}")
+    shown = Table("run", "env", "policy", "split", "metric", "rows", "mean", "95% interval",
+                  "vs first run on these rows (paired 95%)", title=f"written to {args.out}")
     for r in table:
         ci = f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" if r["ci95"] else "n/a"
         mean = "n/a" if r["mean"] is None else f"{r['mean']:.3f}"
-        shown.add_row(r["run"], str(r["env"]), str(r["policy"]), r["split"], r["metric"], str(r["rows"]), mean, ci)
+        shown.add_row(r["run"], str(r["env"]), str(r["policy"]), r["split"], r["metric"], str(r["rows"]), mean, ci,
+                      difference_text(r))
     _console().print(shown)
     return 0
 

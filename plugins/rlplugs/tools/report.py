@@ -283,23 +283,22 @@ def bootstrap_interval(statistic: Callable[[Sequence[int]], float | None], size:
 
 def compare_runs(folders: list[str | Path], labels: list[str] | None = None, metric: str | None = None) -> list[dict[str, Any]]:
     """One row per (evaluation, split): the metric's mean over scored samples and its row-bootstrap
-    interval. ``metric`` defaults to each run's success component."""
+    interval. ``metric`` defaults to each run's success component. A run scored on the same rows
+    of the same env and split as an earlier one also gets its difference from the first of those
+    (``diff``) with a *paired* interval (``diff_ci95``: each resample draws the same rows for
+    both), which is what says whether a training stage moved the score."""
     from rlplugs.errors import UsageError
 
     if labels is not None and len(labels) != len(folders):
         raise UsageError(f"--labels gives {len(labels)} names for {len(folders)} runs; give one per run")
-    table = []
+    table, rows_of = [], []
     for i, folder in enumerate(folders):
         report, records = load_run(folder)
         name = metric or report.get("protocol", {}).get("success_component")
         if not name:
             raise UsageError(f"{folder}: the env declares no success component; choose one with --metric")
         for split in report.get("splits", {}):
-            by_row: dict[Any, list[float]] = {}
-            for r in records:
-                if r.get("split") == split:
-                    value = r.get("scores", {}).get(name)
-                    by_row.setdefault(r.get("group", r.get("index")), []).extend([] if value is None else [value])
+            by_row = scores_by_row(records, split, name)
             values = [v for vs in by_row.values() for v in vs]
             interval = row_bootstrap(list(by_row.values()))
             table.append({
@@ -309,7 +308,51 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
                 "mean": sum(values) / len(values) if values else None,
                 "ci95": list(interval) if interval else None,
             })  # fmt: skip
+            rows_of.append(by_row)
+    for entry, by_row in zip(table, rows_of):
+        first = next(j for j, e in enumerate(table) if (e["env"], e["split"], e["metric"]) == (entry["env"], entry["split"], entry["metric"]))
+        paired = table[first] is not entry and rows_of[first].keys() == by_row.keys()
+        diff = paired_difference(rows_of[first], by_row) if paired else None
+        entry["diff"], entry["diff_ci95"] = (diff[0], [diff[1].low, diff[1].high]) if diff else (None, None)
     return table
+
+
+def scores_by_row(records: list[dict[str, Any]], split: str, metric: str) -> dict[Any, list[float]]:
+    """An evaluation's scored values of ``metric`` on ``split``, by row (unscored samples left out)."""
+    by_row: dict[Any, list[float]] = {}
+    for r in records:
+        if r.get("split") == split:
+            value = r.get("scores", {}).get(metric)
+            by_row.setdefault(r.get("group", r.get("index")), []).extend([] if value is None else [value])
+    return by_row
+
+
+def paired_difference(before: dict[Any, list[float]], after: dict[Any, list[float]]) -> tuple[float, BootstrapInterval] | None:
+    """Pooled mean of ``after`` minus that of ``before`` over the same rows, with the 95% interval
+    of row resamples drawn for both alike; None when either has no scored value."""
+
+    def pooled(runs: dict[Any, list[float]], pick: Sequence[Any]) -> float | None:
+        values = [v for key in pick for v in runs[key]]
+        return sum(values) / len(values) if values else None
+
+    keys = list(before)
+
+    def statistic(indices: Sequence[int]) -> float | None:
+        pick = [keys[i] for i in indices]
+        a, b = pooled(before, pick), pooled(after, pick)
+        return None if a is None or b is None else b - a
+
+    whole = statistic(range(len(keys)))
+    interval = bootstrap_interval(statistic, len(keys))
+    return (whole, interval) if whole is not None and interval is not None else None
+
+
+def difference_text(entry: dict[str, Any]) -> str:
+    """``+0.152 [+0.086, +0.217]``, or empty for a run with no earlier run on its rows."""
+    if entry.get("diff") is None:
+        return ""
+    low, high = entry["diff_ci95"]
+    return f"{entry['diff']:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
 def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str:
@@ -318,13 +361,14 @@ def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str
         "",
         "Means over scored samples; 95% intervals from 2000 row-bootstrap resamples (whole rows resampled).",
         "",
-        "| run | env | policy | split | metric | rows | samples (scored) | mean | 95% interval |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | env | policy | split | metric | rows | samples (scored) | mean | 95% interval | "
+        "difference from the first run on these rows [paired 95% interval] |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         ci = f"[{_fmt(r['ci95'][0])}, {_fmt(r['ci95'][1])}]" if r["ci95"] else "n/a"
         lines.append(f"| {r['run']} | {r['env']} | {r['policy']} | {r['split']} | {r['metric']} | {r['rows']} | "
-                     f"{r['samples']} ({r['scored']}) | {_fmt(r['mean'])} | {ci} |")  # fmt: skip
+                     f"{r['samples']} ({r['scored']}) | {_fmt(r['mean'])} | {ci} | {difference_text(r)} |")  # fmt: skip
     lines += ["", *[f"![{Path(p).stem}]({p})" for p in pictures], ""]
     return "\n".join(lines)
 
