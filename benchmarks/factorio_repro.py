@@ -250,6 +250,8 @@ def collect(a) -> None:
             row = {"stage": name, "validation": ev.get("validation", {}).get("success"),
                    "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": stages[name].get("steps", 0),
                    "train_wall_s": round(stages[name].get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD.get(name)}  # fmt: skip
+            if "steps_note" in stages[name]:  # a stage file corrected by hand says how
+                row["steps_note"] = stages[name]["steps_note"]
             warm = name.replace("grpo", "sft") if name.startswith("grpo") else None
             if warm in stages:
                 row["holdout_gain_over_warm_start"] = round(row["holdout"] - stages[warm]["eval"]["holdout"]["success"], 4)
