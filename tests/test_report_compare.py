@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from rlplugs.tools.report import bootstrap_interval, difference_text, row_bootstrap
+from rlplugs.tools.report import bootstrap_interval, difference_text, row_bootstrap, scores_by_row
 from test_cli import RLPLUGS
 
 
@@ -168,3 +168,13 @@ def test_a_run_on_the_same_rows_gets_its_difference_with_a_paired_interval(runs,
     assert ref["diff"] == pytest.approx(1.0 - tiny["mean"])
     assert ref["diff_ci95"] == pytest.approx([1.0 - tiny["ci95"][1], 1.0 - tiny["ci95"][0]])
     assert f"| {difference_text(ref)} |" in (tmp_path / "cmp" / "comparison.md").read_text()
+    digests = [{json.loads(line)["row_digest"] for line in (runs / n / "samples.jsonl").read_text().splitlines()}
+               for n in ("tiny", "count-ref")]  # fmt: skip
+    assert digests[0] == digests[1] and len(digests[0]) == tiny["rows"]  # paired on the rows' content
+
+
+def test_rows_are_told_apart_by_content_not_position():
+    """Two evaluations of other rows at the same positions share no row, so they are not paired."""
+    first = [{"split": "validation", "group": 0, "row_digest": "a", "scores": {"success": 1.0}}]
+    other = [{"split": "validation", "group": 0, "row_digest": "b", "scores": {"success": 0.0}}]
+    assert scores_by_row(first, "validation", "success").keys() != scores_by_row(other, "validation", "success").keys()

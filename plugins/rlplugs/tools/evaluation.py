@@ -20,6 +20,8 @@ writes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections import Counter, defaultdict
@@ -173,10 +175,16 @@ def summarise(spec: EnvSpec, protocol: EvalProtocol, samples: list[Sample], scor
     return summary
 
 
+def row_digest(prompt: Any) -> str:
+    """A short digest of a row's prompt, so two evaluations can tell that they scored the same row."""
+    return hashlib.sha256(json.dumps(prompt, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def sample_record(index: int, sample: Sample, scores: dict[str, Score]) -> dict[str, Any]:
     record: dict[str, Any] = {
         "index": index,
         "group": sample.group,
+        "row_digest": row_digest(sample.prompt),
         "completion": sample.completion,
         "scores": {n: s.value for n, s in scores.items()},
         "unscored_reasons": {n: s.reason for n, s in scores.items() if not s.scored},

@@ -310,7 +310,8 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
             })  # fmt: skip
             rows_of.append(by_row)
     for entry, by_row in zip(table, rows_of):
-        first = next(j for j, e in enumerate(table) if (e["env"], e["split"], e["metric"]) == (entry["env"], entry["split"], entry["metric"]))
+        same = (entry["env"], entry["split"], entry["metric"])
+        first = next(j for j, e in enumerate(table) if (e["env"], e["split"], e["metric"]) == same)
         paired = table[first] is not entry and rows_of[first].keys() == by_row.keys()
         diff = paired_difference(rows_of[first], by_row) if paired else None
         entry["diff"], entry["diff_ci95"] = (diff[0], [diff[1].low, diff[1].high]) if diff else (None, None)
@@ -318,12 +319,15 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
 
 
 def scores_by_row(records: list[dict[str, Any]], split: str, metric: str) -> dict[Any, list[float]]:
-    """An evaluation's scored values of ``metric`` on ``split``, by row (unscored samples left out)."""
+    """An evaluation's scored values of ``metric`` on ``split``, by row (unscored samples left out).
+    Rows are keyed by their prompt's digest, so two evaluations share keys only for the same rows;
+    folders written before digests were recorded fall back to the row's position."""
     by_row: dict[Any, list[float]] = {}
     for r in records:
         if r.get("split") == split:
             value = r.get("scores", {}).get(metric)
-            by_row.setdefault(r.get("group", r.get("index")), []).extend([] if value is None else [value])
+            key = r.get("row_digest", r.get("group", r.get("index")))
+            by_row.setdefault(key, []).extend([] if value is None else [value])
     return by_row
 
 
