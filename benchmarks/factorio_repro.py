@@ -253,7 +253,7 @@ def collect(a) -> None:
             if "steps_note" in stages[name]:  # a stage file corrected by hand says how
                 row["steps_note"] = stages[name]["steps_note"]
             warm = name.replace("grpo", "sft") if name.startswith("grpo") else None
-            if warm in stages:
+            if warm in stages and row["holdout"] is not None and stages[warm]["eval"].get("holdout"):
                 row["holdout_gain_over_warm_start"] = round(row["holdout"] - stages[warm]["eval"]["holdout"]["success"], 4)
                 row["holdout_gain_paired_ci95"] = paired_gain_interval(a.out, warm, name)
             table.append(row)
