@@ -49,6 +49,33 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def summarize(prof, wall_s: float, steps: int, top: int) -> dict:
+    """How busy the GPU was over ``wall_s`` (kernel time / wall, prefill included), and the
+    operations with the most GPU and host time, in ms per decoding step (``steps`` of them).
+    ``generation.py --profile_step`` summarises the trainer's generation call the same way."""
+    events = prof.key_averages()
+    kernel_us = sum(e.self_device_time_total for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+
+    def ranked(key: str) -> list[dict]:
+        return [{"op": e.key[:90], "calls": e.count, "self_ms_per_step": round(getattr(e, key) / 1000 / steps, 3)}
+                for e in sorted(events, key=lambda e: getattr(e, key), reverse=True)[:top]]  # fmt: skip
+
+    return {"gpu_busy_fraction": round(kernel_us / 1e6 / wall_s, 3),
+            "top_gpu": ranked("self_device_time_total"), "top_host": ranked("self_cpu_time_total")}  # fmt: skip
+
+
+def profiled(fn):
+    """``fn()`` under ``torch.profiler`` (CPU, and CUDA where there is one): its result, the wall
+    seconds it took and the profile."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])]
+    out = []
+    with profile(activities=activities) as prof:
+        wall = timed(lambda: out.append(fn()))
+    return out[0], wall, prof
+
+
 def main() -> None:
     a = parse()
     from transformers import AutoModelForCausalLM
@@ -62,32 +89,17 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16).to(a.device).eval()
     use_packed_gqa(model)
     ids = torch.randint(100, model.config.vocab_size - 100, (a.batch, a.prompt), device=a.device)
-    result = {"model": a.model, "device": torch.cuda.get_device_name(0) if a.device.startswith("cuda") else a.device, "batch": a.batch, "prompt": a.prompt,
-              "cache": a.cache, "steps": a.steps, "torch": torch.__version__}  # fmt: skip
+    result = {"model": a.model, "device": torch.cuda.get_device_name(0) if a.device.startswith("cuda") else a.device,
+              "batch": a.batch, "prompt": a.prompt, "cache": a.cache, "steps": a.steps, "torch": torch.__version__}  # fmt: skip
     result["first_call_s"] = round(timed(lambda: generate(model, ids, a.steps, a.cache)), 2)  # compiles
     prefill = min(timed(lambda: generate(model, ids, 1, a.cache)) for _ in range(2))
     whole = min(timed(lambda: generate(model, ids, a.steps + 1, a.cache)) for _ in range(2))
     result["prefill_s"] = round(prefill, 3)
     result["ms_per_step"] = round((whole - prefill) / a.steps * 1000, 2)
     a.out.write_text(json.dumps(result, indent=2))
-
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if a.device.startswith("cuda") else [])]
-    with profile(activities=activities) as prof:
-        wall = timed(lambda: generate(model, ids, a.steps + 1, a.cache))
-    events = prof.key_averages()
-    kernel_us = sum(e.self_device_time_total for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+    _, wall, prof = profiled(lambda: generate(model, ids, a.steps + 1, a.cache))
     result["profiled_wall_s"] = round(wall, 3)
-    result["gpu_busy_fraction"] = round(kernel_us / 1e6 / wall, 3)  # kernel time / wall (prefill included)
-
-    def top(key: str) -> list[dict]:
-        ranked = sorted(events, key=lambda e: getattr(e, key), reverse=True)[: a.top]
-        return [{"op": e.key[:90], "calls": e.count, "self_ms_per_step": round(getattr(e, key) / 1000 / (a.steps + 1), 3)}
-                for e in ranked]  # fmt: skip
-
-    result["top_gpu"] = top("self_device_time_total")
-    result["top_host"] = top("self_cpu_time_total")
+    result.update(summarize(prof, wall, a.steps + 1, a.top))
     a.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

@@ -48,6 +48,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=8, help="factorio sandbox workers")
     p.add_argument("--out", default="benchmarks/results/generation.json")
     p.add_argument("--key", default=None, help="store under this key of --out, keeping the file's other keys")
+    p.add_argument("--profile_step", type=int, default=None,
+                   help="profile the generation calls of this step (0-based) with torch.profiler, summarised as "
+                        "decode_profile.py summarises its steps, under each mode's 'profile'")
     return p.parse_args()
 
 
@@ -61,21 +64,36 @@ def synchronize() -> None:
 class GenerationMeter:
     """Times every generation call of a trainer and the steps around them."""
 
-    def __init__(self, trainer):
+    def __init__(self, trainer, profile_step: int | None = None):
         from transformers import TrainerCallback
 
+        self.profiles: list[dict] = []
         self.calls: list[dict] = []
         self.steps: list[float] = []
         self.trainer = trainer
         meter, generate = self, trainer._generate_single_turn
 
         def timed(prompt_ids, *args, **kwargs):
+            if trainer.state.global_step == profile_step:
+                return profiled_call(prompt_ids, *args, **kwargs)
             synchronize()
             start = time.perf_counter()
             ids, logprobs = generate(prompt_ids, *args, **kwargs)
             synchronize()
             meter.calls.append({"step": trainer.state.global_step, "seconds": time.perf_counter() - start,
                                 "rows": len(ids), "tokens": sum(len(x) for x in ids)})  # fmt: skip
+            return ids, logprobs
+
+        def profiled_call(prompt_ids, *args, **kwargs):
+            """One generation call under the profiler, per decoding step (its longest completion's
+            length); its time is not counted among the timed calls."""
+            from decode_profile import profiled, summarize  # beside this script
+
+            (ids, logprobs), wall, prof = profiled(lambda: generate(prompt_ids, *args, **kwargs))
+            steps = max(len(x) for x in ids)
+            meter.profiles.append({"step": trainer.state.global_step, "rows": len(ids), "decoding_steps": steps,
+                                   "wall_s": round(wall, 3), "ms_per_step": round(wall / steps * 1000, 2),
+                                   **summarize(prof, wall, steps, 15)})  # fmt: skip
             return ids, logprobs
 
         class StepClock(TrainerCallback):
@@ -145,9 +163,9 @@ def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
         model=a.model, reward_funcs=rewards.functions, args=args, train_dataset=spec.dataset("train"),
         rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=backend == "compiled",
     )  # fmt: skip
-    meter = GenerationMeter(trainer)
+    meter = GenerationMeter(trainer, a.profile_step)
     trainer.train()
-    steps = meter.per_step()
+    steps = [s for i, s in enumerate(meter.per_step()) if i != a.profile_step]  # a profiled step is not timed
     later = steps[1:] or steps
     result = {
         "steps": steps,
@@ -160,6 +178,7 @@ def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
         "compiled_graphs": dynamo_utils.counters["stats"]["unique_graphs"] - graphs_before,
         "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if cuda else None,
         "mean_reward": next((h["reward"] for h in reversed(trainer.state.log_history) if "reward" in h), None),
+        **({"profile": meter.profiles} if meter.profiles else {}),
     }
     print(mode, "multi-turn" if multi_turn else "", result, flush=True)
     del trainer
