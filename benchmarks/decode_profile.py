@@ -29,15 +29,29 @@ def parse() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=64, help="decoding steps timed and profiled")
     p.add_argument("--device", default="cuda")
     p.add_argument("--top", type=int, default=15)
+    p.add_argument("--train_mode", action="store_true", help="decode with the model in train mode, as the GRPO step does")
+    p.add_argument("--accelerate", action="store_true",
+                   help="decode through accelerate's bf16 mixed-precision forward wrapper, as the trainer's model does")
+    p.add_argument("--left_pad", action="store_true", help="left-pad each row by a random 0..prompt/2 tokens, as TRL does")
     return p.parse_args()
 
 
-def generate(model, ids, steps: int, cache: int):
+def generate(model, ids, mask, steps: int, cache: int):
+    """``steps`` decoding steps over a static cache of ``cache`` positions: ``max_new_tokens`` sizes
+    the cache (transformers derives its length from it, ignoring ``max_length``), a stopping
+    criterion ends the call after ``steps``, and ``min_new_tokens`` keeps every row decoding."""
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
     from rlplugs.adapters.trl.packed_gqa import COMPILED_DECODING
 
-    # min_new_tokens: every row decodes all steps; max_length fixes the static cache's shape
-    return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=0.7,
-                          max_new_tokens=steps, min_new_tokens=steps, max_length=cache, **COMPILED_DECODING)  # fmt: skip
+    class StopAfter(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            done = input_ids.shape[1] >= ids.shape[1] + steps
+            return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
+
+    return model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=0.7,
+                          max_new_tokens=cache - ids.shape[1], min_new_tokens=steps,
+                          stopping_criteria=StoppingCriteriaList([StopAfter()]), **COMPILED_DECODING)  # fmt: skip
 
 
 def timed(fn) -> float:
@@ -86,18 +100,28 @@ def main() -> None:
         from rlplugs.testing.smollm2 import smollm2_dir
 
         a.model = str(smollm2_dir())
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16).to(a.device).eval()
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16).to(a.device).train(a.train_mode)
     use_packed_gqa(model)
+    if a.accelerate:
+        from accelerate import Accelerator
+
+        model = Accelerator(mixed_precision="bf16", cpu=a.device == "cpu").prepare_model(model)
     ids = torch.randint(100, model.config.vocab_size - 100, (a.batch, a.prompt), device=a.device)
+    mask = torch.ones_like(ids)
+    if a.left_pad:
+        pads = torch.randint(0, a.prompt // 2, (a.batch, 1), device=a.device)
+        mask = (torch.arange(a.prompt, device=a.device) >= pads).long()
+        ids = ids.masked_fill(mask == 0, model.config.pad_token_id or 0)
     result = {"model": a.model, "device": torch.cuda.get_device_name(0) if a.device.startswith("cuda") else a.device,
-              "batch": a.batch, "prompt": a.prompt, "cache": a.cache, "steps": a.steps, "torch": torch.__version__}  # fmt: skip
-    result["first_call_s"] = round(timed(lambda: generate(model, ids, a.steps, a.cache)), 2)  # compiles
-    prefill = min(timed(lambda: generate(model, ids, 1, a.cache)) for _ in range(2))
-    whole = min(timed(lambda: generate(model, ids, a.steps + 1, a.cache)) for _ in range(2))
+              "batch": a.batch, "prompt": a.prompt, "cache": a.cache, "steps": a.steps, "torch": torch.__version__,
+              "train_mode": a.train_mode, "left_pad": a.left_pad, "accelerate": a.accelerate}  # fmt: skip
+    result["first_call_s"] = round(timed(lambda: generate(model, ids, mask, a.steps, a.cache)), 2)  # compiles
+    prefill = min(timed(lambda: generate(model, ids, mask, 1, a.cache)) for _ in range(2))
+    whole = min(timed(lambda: generate(model, ids, mask, a.steps + 1, a.cache)) for _ in range(2))
     result["prefill_s"] = round(prefill, 3)
     result["ms_per_step"] = round((whole - prefill) / a.steps * 1000, 2)
     a.out.write_text(json.dumps(result, indent=2))
-    _, wall, prof = profiled(lambda: generate(model, ids, a.steps + 1, a.cache))
+    _, wall, prof = profiled(lambda: generate(model, ids, mask, a.steps + 1, a.cache))
     result["profiled_wall_s"] = round(wall, 3)
     result.update(summarize(prof, wall, a.steps + 1, a.top))
     a.out.write_text(json.dumps(result, indent=2))

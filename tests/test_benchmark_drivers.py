@@ -1,6 +1,7 @@
 """The helpers the benchmark drivers share (``benchmarks/*.py``, run as ``python benchmarks/x.py``,
 so they import each other from that folder): running a stage's command with its output in a log,
-and prm_guidance's clemscore with paired intervals, where a mode that played nothing is unscored."""
+prm_guidance's clemscore with paired intervals, where a mode that played nothing is unscored; and
+decode_profile's decoding, which must run over the static cache it names."""
 
 from __future__ import annotations
 
@@ -57,3 +58,26 @@ def test_a_mode_that_played_nothing_is_unscored_and_resamples_without_a_played_e
     result = {"modes": {m: {"wall_s": 1.0, "clemscore_ci95": found["modes"][m]} for m in nothing},
               "clemscore": {m: clemscore(nothing[m]) for m in nothing}, "differences": found["differences"]}  # fmt: skip
     assert goal_check(result) == {"checked": False, "why": "unscored: best_of_n_random played no episode"}
+
+
+def test_decode_profile_decodes_its_steps_over_a_static_cache_of_the_length_it_names(benchmarks_path, monkeypatch):
+    """Its figures were once for a cache of prompt + steps: transformers sizes a static cache from
+    ``max_new_tokens`` and ignores ``max_length``. The real SmolLM2-135M on the CPU."""
+    import torch
+    from decode_profile import generate
+
+    from rlplugs.adapters.trl.packed_gqa import use_packed_gqa
+    from rlplugs.testing.smollm2 import smollm2_dir
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir()), dtype=torch.float32).eval()
+    use_packed_gqa(model)
+    key_lengths = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, k, v, *a, **kw: key_lengths.append((q.shape[2], k.shape[2])) or sdpa(q, k, v, *a, **kw))  # fmt: skip
+    ids = torch.randint(100, 1000, (2, 16))
+    out = generate(model, ids, torch.ones_like(ids), steps=4, cache=64)
+    assert out.shape == (2, 20)
+    decoding = {k for q, k in key_lengths if q != 16}  # packed GQA: the query heads stand in the query length
+    assert decoding and all(60 <= k <= 64 for k in decoding), decoding
