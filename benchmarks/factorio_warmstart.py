@@ -2,7 +2,8 @@
 
 Builds (or reads from the cache) ``warmstart-800`` and ``warmstart-diverse-1200`` (whose first 800
 programs are the 800 set's), measures both with :mod:`factorio_build.diversity`, and the 400
-programs the diverse set adds on their own, and writes ``benchmarks/results/factorio_warmstart.json``
+programs the diverse set adds on their own, and the model-written programs that follow them in
+``warmstart-diverse-sampled`` (:mod:`factorio_build.sampled`), and writes ``benchmarks/results/factorio_warmstart.json``
 with the command that made it. Every program in both sets verified on all scenes of its train row
 when it was kept; ``--reverify N`` re-runs a seeded sample of N added programs to show it.
 
@@ -20,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from factorio_build import diverse, diversity, reference, sft
+from factorio_build import diverse, diversity, reference, sampled, sft
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.scoring import ProgramScorer
 
@@ -62,12 +63,19 @@ def main() -> None:
         "added_by_builder": dict(Counter(q["builder"] for q in added).most_common()),
         "added_rewrites_applied": dict(Counter(r for q in added for r in q["rewrites"]).most_common()),
         "added_stream": {"tried": state["tried"], "kept": len(state["kept"]), "first_train_row": diverse.FIRST_ROW},
-        "model_sampled_programs": "not made: sampling programs from a model needs the GPU session (issue 19 item 1, third source)",
     }
+    written = sampled.shipped()
+    model_written = written["programs"]
+    result["sets"][f"model-written {len(model_written)} (shipped)"] = measure(model_written, ref, a.pairs)
+    result["sets"][f"warmstart-diverse-sampled ({len(new) + len(model_written)})"] = measure(new + model_written, ref, a.pairs)
+    result["model_written"] = {"origin": written["origin"], **written["counts"], "first_train_row": sampled.FIRST_ROW,
+                               "made_by": "python -m factorio_build.sampled SAMPLES.jsonl ... --origin ..."}  # fmt: skip
     if a.reverify:
         sample = random.Random(0).sample(added, min(a.reverify, len(added)))
         success = sft.success_on_own_rows(config, scorer, sample)
         result["reverified_added"] = {"programs": len(sample), "verified_on_every_scene": sum(s == 1.0 for s in success)}
+        success = sft.success_on_own_rows(config, scorer, model_written)
+        result["reverified_model_written"] = {"programs": len(model_written), "verified_on_every_scene": sum(s == 1.0 for s in success)}
     scorer.pool.close()
     result["wall_s"] = round(time.perf_counter() - start, 1)
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ import random
 import pytest
 from evolve.sandbox import normalized_hash
 
-from factorio_build import diverse, diversity, mutations, reference, rows, sft
+from factorio_build import diverse, diversity, mutations, reference, rows, sampled, sft
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.programs import check_program
 from factorio_build.scoring import ProgramScorer
@@ -106,3 +106,22 @@ def test_edit_distance_matches_the_textbook_recurrence():
         a = [rng.randrange(4) for _ in range(rng.randrange(12))]
         b = [rng.randrange(4) for _ in range(rng.randrange(12))]
         assert diversity.edit_distance(a, b) == textbook(a, b)
+
+
+def test_shipped_model_written_programs_are_new_and_verify_on_their_own_train_rows(programs, scorer):
+    """``warmstart-diverse-sampled``'s third source: programs a model wrote, kept on train rows no
+    other stream used; a seeded sample re-runs on the real simulator."""
+    written = sampled.shipped()
+    kept = written["programs"]
+    assert kept and written["counts"]["verified_kept"] == len(kept) and written["origin"]
+    assert all(normalized_hash(p["source"]) == p["hash"] for p in kept)
+    assert len({p["hash"] for p in kept} | {p["hash"] for p in programs}) == len(kept) + len(programs)
+    assert min(int(p["row"].rsplit("/", 1)[1]) for p in kept) >= sampled.FIRST_ROW
+    sample = random.Random(0).sample(kept, min(8, len(kept)))
+    assert sft.success_on_own_rows(CONFIG, scorer, sample) == [1.0] * len(sample)
+    assert "warmstart-diverse-sampled" in make_env("factorio-build").sft_datasets
+
+
+def test_model_written_programs_are_refused_for_a_configuration_they_were_not_verified_for():
+    with pytest.raises(ValueError, match="use warmstart-diverse-1200 for this configuration"):
+        sampled.verified_programs(CONFIG.model_copy(update={"n_scenes": 4}))

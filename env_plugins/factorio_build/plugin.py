@@ -11,7 +11,7 @@ import functools
 import rlplugs
 from rlplugs import EnvSpec, EvalProtocol, QWEN35_LORA_TARGETS, Registration, RewardComponent, Sample
 
-from factorio_build import diverse, pictures, prompt, reference, rows, sft
+from factorio_build import diverse, pictures, prompt, reference, rows, sampled, sft
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.scoring import ProgramScorer
 
@@ -82,10 +82,12 @@ def build_env(config: FactorioBuildConfig | None = None) -> EnvSpec:
 
 
 def sft_sets(config: FactorioBuildConfig) -> dict:
-    """The template warm-start sets, and the diverse set where the task has builders."""
+    """The template warm-start sets; where the task has builders, the diverse set and the diverse
+    set followed by model-written programs."""
     sets = {name: functools.partial(sft.sft_dataset, config, size) for name, size in sft.WARMSTART_SETS.items()}
     if config.task in diverse.TASKS:
-        sets |= {name: functools.partial(sft.sft_dataset, config, size, True) for name, size in diverse.DIVERSE_SETS.items()}
+        for module, sizes in ((diverse, diverse.DIVERSE_SETS), (sampled, sampled.SAMPLED_SETS)):
+            sets |= {name: functools.partial(sft.sft_dataset, config, size, module.verified_programs) for name, size in sizes.items()}
     return sets
 
 

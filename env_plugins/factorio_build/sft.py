@@ -106,23 +106,32 @@ def kept_stream(config, count, path, make, first_row: int, seen: set[str] = froz
         make()
     seen = set(seen) | {p["hash"] for p in state["kept"]}
     while len(state["kept"]) < count:
-        tried = first_row + state["tried"]
-        specs = rows.draw_rows(config.task, "train", tried + BATCH, config.n_scenes, config.seed)[tried:]
-        made = [make() for _ in specs]
-        samples = [
-            Sample(prompt=None, completion=reference.as_completion(src),
-                   row={"task": s.task, "split": s.split, "seeds": list(s.seeds), "row_id": s.row_id})
-            for (src, _), s in zip(made, specs)
-        ]
-        for (src, extra), spec, verdict in zip(made, specs, scorer.verdicts(samples)):
+        made = [make() for _ in range(BATCH)]
+        checked = on_train_rows(config, [src for src, _ in made], first_row + state["tried"], scorer)
+        for (src, extra), (row_id, verified) in zip(made, checked):
             digest = normalized_hash(src)
-            if isinstance(verdict, Verdict) and verdict.outcome == "ok" and verdict.success == 1.0 and digest not in seen:
+            if verified and digest not in seen:
                 seen.add(digest)
-                state["kept"].append({"source": src, "hash": digest, "row": spec.row_id, **extra})
+                state["kept"].append({"source": src, "hash": digest, "row": row_id, **extra})
         state["tried"] += BATCH
         _save(path, state)  # after every batch, so an interrupted run resumes where it stopped
         log.info("factorio-build SFT (%s): %d kept of %d tried", path.name, len(state["kept"]), state["tried"])
     return state["kept"][:count]
+
+
+def on_train_rows(config: FactorioBuildConfig, sources: list[str], first_row: int, scorer: ProgramScorer) -> list[tuple[str, bool]]:
+    """Program ``k`` run on every scene of train row ``first_row + k``: that row's id, and whether
+    the program verified on all of them."""
+    specs = rows.draw_rows(config.task, "train", first_row + len(sources), config.n_scenes, config.seed)[first_row:]
+    samples = [
+        Sample(prompt=None, completion=reference.as_completion(src),
+               row={"task": s.task, "split": s.split, "seeds": list(s.seeds), "row_id": s.row_id})
+        for src, s in zip(sources, specs)
+    ]  # fmt: skip
+    return [
+        (spec.row_id, isinstance(v, Verdict) and v.outcome == "ok" and v.success == 1.0)
+        for spec, v in zip(specs, scorer.verdicts(samples))
+    ]
 
 
 def success_on_own_rows(config: FactorioBuildConfig, scorer: ProgramScorer, programs: list[dict]) -> list[float]:
@@ -144,24 +153,22 @@ def _save(path, state: dict) -> None:
     os.replace(tmp, path)
 
 
-def sft_rows(config: FactorioBuildConfig, count: int, diverse: bool = False) -> list[dict]:
-    """Chat-format SFT records: the row's prompt and the program as the assistant's answer
-    (``diverse``: the set of :mod:`factorio_build.diverse`, whose first 800 are this module's)."""
-    from factorio_build import diverse as diverse_set  # it builds on this module
-
+def sft_rows(config: FactorioBuildConfig, count: int, source=None) -> list[dict]:
+    """Chat-format SFT records: the row's prompt and the program as the assistant's answer, for
+    the first ``count`` programs of ``source`` (``(config, count) -> programs``; default: this
+    module's template set; :mod:`factorio_build.diverse` and :mod:`factorio_build.sampled` extend it)."""
     messages = prompt.messages(config.task, config.n_scenes)
-    programs = diverse_set.verified_programs(config, count) if diverse else verified_programs(config, count)
     return [
         {
             "messages": [*messages, {"role": "assistant", "content": reference.as_completion(p["source"])}],
             "row_id": p["row"],
             "program_hash": p["hash"],
         }
-        for p in programs
+        for p in (source or verified_programs)(config, count)
     ]
 
 
-def sft_dataset(config: FactorioBuildConfig, count: int, diverse: bool = False):
+def sft_dataset(config: FactorioBuildConfig, count: int, source=None):
     from datasets import Dataset
 
-    return Dataset.from_list(sft_rows(config, count, diverse))
+    return Dataset.from_list(sft_rows(config, count, source))
