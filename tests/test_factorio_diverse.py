@@ -125,3 +125,22 @@ def test_shipped_model_written_programs_are_new_and_verify_on_their_own_train_ro
 def test_model_written_programs_are_refused_for_a_configuration_they_were_not_verified_for():
     with pytest.raises(ValueError, match="use warmstart-diverse-1200 for this configuration"):
         sampled.verified_programs(CONFIG.model_copy(update={"n_scenes": 4}))
+
+
+def test_collect_keeps_new_sandbox_valid_programs_that_verify_and_counts_each_filter(scorer, tmp_path):
+    """A model's completions on the real simulator: the reference (kept), the reference again with
+    a comment (not new), a builder that builds nothing (does not verify), a hostile one and prose."""
+    ref = reference.program()
+    completions = [reference.as_completion(ref), reference.as_completion("# again\n" + ref),
+                   reference.as_completion("def build(world):\n    pass\n"),
+                   reference.as_completion("import os\n\ndef build(world):\n    os.system('true')\n"), "no program here"]  # fmt: skip
+    kept, counts = sampled.collect(CONFIG, completions, set(), scorer)
+    assert counts == {"completions": 5, "sandbox_valid_programs": 3, "new_programs": 2, "verified_kept": 1}
+    assert [p["source"] for p in kept] == [ref] and kept[0]["row"].endswith(f"/train/{sampled.FIRST_ROW}")
+    assert sampled.collect(CONFIG, completions[:1], {kept[0]["hash"]}, scorer)[1]["new_programs"] == 0
+    broken = tmp_path / "samples.jsonl"
+    broken.write_text('{"completion": "x"}\nnot json\n')
+    with pytest.raises(SystemExit, match="is not an `rlplugs eval` samples.jsonl"):
+        sampled.read_completions([broken])
+    with pytest.raises(SystemExit, match="cannot read"):
+        sampled.read_completions([tmp_path / "missing.jsonl"])

@@ -5,9 +5,8 @@ source is programs a policy wrote: the completions of ``rlplugs eval`` runs (``s
 each program taken out of its completion as the scorer takes it, and kept when it passes the
 static sandbox, its normalised hash is new (within the runs and against the whole diverse set)
 and it verifies on every scene of a train row no other stream used (candidate ``k`` on train row
-``FIRST_ROW + k``).
-The completions' own rows and scores play no part in the choice, so a run evaluated on holdout
-rows brings no holdout scene into the SFT data.
+``FIRST_ROW + k``). The completions' own rows and scores play no part in the choice, so a run
+evaluated on holdout rows brings no holdout scene into the SFT data.
 
 The kept programs ship with the package (``data/sampled_programs.json.gz``, with where they came
 from), so ``warmstart-diverse-sampled`` (the diverse set, then these) builds offline without a
@@ -47,6 +46,25 @@ def _config_key(config: FactorioBuildConfig) -> dict:
     return {"task": config.task, "n_scenes": config.n_scenes, "seed": config.seed}
 
 
+def _diverse_set(config: FactorioBuildConfig, scorer: ProgramScorer | None) -> list[dict]:
+    return diverse.verified_programs(config, next(iter(diverse.DIVERSE_SETS.values())), scorer)
+
+
+def read_completions(paths: list[Path]) -> list[str]:
+    """Every completion of the ``samples.jsonl`` files; a file that is missing or not an eval
+    run's samples is one line naming it."""
+    completions = []
+    for path in paths:
+        try:
+            lines = path.read_text().splitlines()
+            completions += [json.loads(line)["completion"] for line in lines if line.strip()]
+        except OSError as exc:
+            raise SystemExit(f"cannot read {path}: {exc.strerror}") from None
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise SystemExit(f"{path} is not an `rlplugs eval` samples.jsonl (one JSON record with a 'completion' per line)") from None
+    return completions
+
+
 def collect(config: FactorioBuildConfig, completions: list[str], seen: set[str], scorer: ProgramScorer) -> tuple[list[dict], dict]:
     """The programs of ``completions`` that are new against ``seen`` and each other and verify on
     their train row (candidates in order of first appearance, on rows ``FIRST_ROW``, ...), and how
@@ -74,8 +92,7 @@ def verified_programs(config: FactorioBuildConfig, count: int | None = None, sco
             f"the model-written warm-start programs were verified for {data['config']}, not {_config_key(config)}; "
             "use warmstart-diverse-1200 for this configuration"
         )
-    size = next(iter(diverse.DIVERSE_SETS.values()))
-    programs = diverse.verified_programs(config, size, scorer) + data["programs"]
+    programs = _diverse_set(config, scorer) + data["programs"]
     return programs[:count] if count is not None else programs
 
 
@@ -86,13 +103,11 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, default=Path(__file__).parent / DATA)
     a = p.parse_args()
+    completions = read_completions(a.samples)
     config = FactorioBuildConfig(workers=a.workers)
     scorer = ProgramScorer(config)
     try:
-        size = next(iter(diverse.DIVERSE_SETS.values()))
-        seen = {q["hash"] for q in diverse.verified_programs(config, size, scorer)}
-        completions = [json.loads(line)["completion"] for path in a.samples for line in path.read_text().splitlines() if line.strip()]
-        kept, counts = collect(config, completions, seen, scorer)
+        kept, counts = collect(config, completions, {q["hash"] for q in _diverse_set(config, scorer)}, scorer)
     finally:
         scorer.pool.close()
     a.out.parent.mkdir(parents=True, exist_ok=True)
