@@ -33,7 +33,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--accelerate", action="store_true",
                    help="decode through accelerate's bf16 mixed-precision forward wrapper, as the trainer's model does")
     p.add_argument("--left_pad", action="store_true", help="left-pad each row by a random 0..prompt/2 tokens, as TRL does")
-    return p.parse_args()
+    a = p.parse_args()
+    if a.cache < a.prompt + a.steps + 1:
+        p.error(f"--cache {a.cache} cannot hold --prompt {a.prompt} plus {a.steps + 1} decoding steps")
+    return a
 
 
 def generate(model, ids, mask, steps: int, cache: int):

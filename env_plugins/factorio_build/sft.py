@@ -123,27 +123,21 @@ def on_train_rows(config: FactorioBuildConfig, sources: list[str], first_row: in
     """Program ``k`` run on every scene of train row ``first_row + k``: that row's id, and whether
     the program verified on all of them."""
     specs = rows.draw_rows(config.task, "train", first_row + len(sources), config.n_scenes, config.seed)[first_row:]
-    samples = [
-        Sample(prompt=None, completion=reference.as_completion(src),
-               row={"task": s.task, "split": s.split, "seeds": list(s.seeds), "row_id": s.row_id})
-        for src, s in zip(sources, specs)
-    ]  # fmt: skip
-    return [
-        (spec.row_id, isinstance(v, Verdict) and v.outcome == "ok" and v.success == 1.0)
-        for spec, v in zip(specs, scorer.verdicts(samples))
-    ]
+    verdicts = scorer.verdicts([_on_row(src, spec) for src, spec in zip(sources, specs)])
+    return [(spec.row_id, isinstance(v, Verdict) and v.outcome == "ok" and v.success == 1.0) for spec, v in zip(specs, verdicts)]
 
 
 def success_on_own_rows(config: FactorioBuildConfig, scorer: ProgramScorer, programs: list[dict]) -> list[float]:
     """Re-run kept programs (``{"source", "row"}``) on the train rows they were kept for."""
     needed = 1 + max(int(p["row"].rsplit("/", 1)[1]) for p in programs)
     index = {r.row_id: r for r in rows.draw_rows(config.task, "train", needed, config.n_scenes, config.seed)}
-    samples = [
-        Sample(prompt=None, completion=reference.as_completion(p["source"]),
-               row={"task": config.task, "split": "train", "seeds": list(index[p["row"]].seeds)})
-        for p in programs
-    ]  # fmt: skip
-    return [v.success for v in scorer.verdicts(samples)]
+    return [v.success for v in scorer.verdicts([_on_row(p["source"], index[p["row"]]) for p in programs])]
+
+
+def _on_row(source: str, spec) -> Sample:
+    """``source`` as a completion to score on every scene of the row ``spec`` (a ``rows.RowSpec``)."""
+    return Sample(prompt=None, completion=reference.as_completion(source),
+                  row={"task": spec.task, "split": spec.split, "seeds": list(spec.seeds), "row_id": spec.row_id})  # fmt: skip
 
 
 def _save(path, state: dict) -> None:
