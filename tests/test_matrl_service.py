@@ -68,13 +68,13 @@ def service_url(plugin_env):
         process.wait(30)
 
 
-def cells(first: int, n: int) -> list[Structure]:
-    """``n`` distinct good cells (rock-salt NaCl at growing volumes), none cached by the service."""
+def cells(first: int, n: int, step: float = 0.01) -> list[Structure]:
+    """``n`` distinct good cells (rock-salt NaCl at volumes growing by ``step``), none cached by the service."""
     nacl = dict(binary_prototypes("Na", "Cl"))["rocksalt"]
     out = []
     for k in range(first, first + n):
         cell = nacl.copy()
-        cell.scale_lattice(nacl.volume * (1 + 0.01 * k))
+        cell.scale_lattice(nacl.volume * (1 + step * k))
         out.append(cell)
     return out
 
