@@ -32,6 +32,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--train_mode", action="store_true", help="decode with the model in train mode, as the GRPO step does")
     p.add_argument("--accelerate", action="store_true",
                    help="decode through accelerate's bf16 mixed-precision forward wrapper, as the trainer's model does")
+    p.add_argument("--attention", choices=("packed", "blocks"), default="packed",
+                   help="decoding attention: packed_gqa's, or block_decoding.py's, which reads only the filled cache "
+                        "blocks (here the prompt and the steps decoded so far)")
     p.add_argument("--left_pad", action="store_true", help="left-pad each row by a random 0..prompt/2 tokens, as TRL does")
     a = p.parse_args()
     if a.cache < a.prompt + a.steps + 1:
@@ -105,6 +108,10 @@ def main() -> None:
         a.model = str(smollm2_dir())
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16).to(a.device).train(a.train_mode)
     use_packed_gqa(model)
+    if a.attention == "blocks":
+        from block_decoding import use_block_decoding
+
+        use_block_decoding(model)
     if a.accelerate:
         from accelerate import Accelerator
 
@@ -117,7 +124,7 @@ def main() -> None:
         ids = ids.masked_fill(mask == 0, model.config.pad_token_id or 0)
     result = {"model": a.model, "device": torch.cuda.get_device_name(0) if a.device.startswith("cuda") else a.device,
               "batch": a.batch, "prompt": a.prompt, "cache": a.cache, "steps": a.steps, "torch": torch.__version__,
-              "train_mode": a.train_mode, "left_pad": a.left_pad, "accelerate": a.accelerate}  # fmt: skip
+              "attention": a.attention, "train_mode": a.train_mode, "left_pad": a.left_pad, "accelerate": a.accelerate}  # fmt: skip
     result["first_call_s"] = round(timed(lambda: generate(model, ids, mask, a.steps, a.cache)), 2)  # compiles
     prefill = min(timed(lambda: generate(model, ids, mask, 1, a.cache)) for _ in range(2))
     whole = min(timed(lambda: generate(model, ids, mask, a.steps + 1, a.cache)) for _ in range(2))

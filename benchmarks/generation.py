@@ -8,6 +8,8 @@ synchronised) and the whole step:
 - ``compiled``: ``compile_generation`` (static cache, compiled decoding step with the packed
   grouped-query attention, prompts bucketed by ``pad_to_multiple_of``); its first step includes
   the compile, later steps show whether it recurs;
+- ``blocks``: ``compiled`` with the experimental decoding attention that reads only the filled
+  cache blocks of rows still decoding (``block_decoding.py``, FlexAttention);
 - ``continuous``: ``use_transformers_continuous_batching``.
 
 A mode may name a larger generation batch after ``@`` (``compiled@256``): TRL then generates that
@@ -161,8 +163,12 @@ def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
     graphs_before = dynamo_utils.counters["stats"]["unique_graphs"]
     trainer = EnvGRPOTrainer(
         model=a.model, reward_funcs=rewards.functions, args=args, train_dataset=spec.dataset("train"),
-        rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=backend == "compiled",
+        rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=backend in ("compiled", "blocks"),
     )  # fmt: skip
+    if backend == "blocks":
+        from block_decoding import use_block_decoding
+
+        use_block_decoding(trainer.model)  # the weights are bf16 on the GPU: generation decodes on this model
     meter = GenerationMeter(trainer, a.profile_step)
     trainer.train()
     steps = [s for i, s in enumerate(meter.per_step()) if i != a.profile_step]  # a profiled step is not timed

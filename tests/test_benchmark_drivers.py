@@ -1,7 +1,8 @@
 """The helpers the benchmark drivers share (``benchmarks/*.py``, run as ``python benchmarks/x.py``,
 so they import each other from that folder): running a stage's command with its output in a log,
-prm_guidance's clemscore with paired intervals, where a mode that played nothing is unscored; and
-decode_profile's decoding, which must run over the static cache it names."""
+prm_guidance's clemscore with paired intervals, where a mode that played nothing is unscored;
+decode_profile's decoding, which must run over the static cache it names; and block_decoding's
+experimental attention, which must change no token."""
 
 from __future__ import annotations
 
@@ -81,3 +82,55 @@ def test_decode_profile_decodes_its_steps_over_a_static_cache_of_the_length_it_n
     assert out.shape == (2, 20)
     decoding = {k for q, k in key_lengths if q != 16}  # packed GQA: the query heads stand in the query length
     assert decoding and all(60 <= k <= 64 for k in decoding), decoding
+
+
+def test_block_decoding_reads_only_filled_blocks_of_live_rows_and_changes_no_token(benchmarks_path, monkeypatch, tiny_qwen35):
+    """block_decoding.py (the experimental ``blocks`` mode): compiled, one decoding step over a
+    cache that does not fill its last block gives SDPA's output on live rows and zeros on a row
+    whose mask is empty; in greedy static-cache generation of the tiny Qwen3.5 a row that ends
+    early reads no block from then on, and every token is the one plain SDPA decoding gives."""
+    import torch
+    from block_decoding import FinishedRowsMasked, block_gqa_attention, filled_blocks, use_block_decoding
+    from transformers import AutoModelForCausalLM
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    import block_decoding
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=torch.float32, attn_implementation="sdpa").eval()
+    layer = next(m for m in model.modules() if getattr(m, "num_key_value_groups", 1) > 1)
+    batch, cache, dim = 3, 300, layer.head_dim
+    query = torch.randn(batch, 4, 1, dim)
+    key, value = torch.randn(batch, 2, cache, dim), torch.randn(batch, 2, cache, dim)
+    mask = torch.zeros(batch, 1, 1, cache, dtype=torch.bool)
+    mask[..., 10:260] = True  # blocks 0 and 2 partly filled, block 1 whole
+    mask[2] = False  # a finished row
+    blocks = filled_blocks(mask[:, 0, 0, :])
+    assert blocks.kv_num_blocks.flatten().tolist() == [2, 2, 0] and blocks.full_kv_num_blocks.flatten().tolist() == [1, 1, 0]
+    step = torch.compile(lambda q, k, v, m: block_gqa_attention(layer, q, k, v, m, scaling=layer.scaling)[0], fullgraph=True)
+    got = step(query, key, value, mask)
+    want, _ = sdpa_attention_forward(layer, query, key, value, mask, scaling=layer.scaling)
+    torch.testing.assert_close(got[:2], want[:2])
+    assert not got[2].any()
+
+    ids = torch.randint(5, 1000, (3, 12))
+    attention = torch.ones_like(ids)
+    attention[0, :4] = 0
+
+    def greedy(eos=None):
+        return model.generate(ids, attention_mask=attention, max_new_tokens=40, do_sample=False, pad_token_id=0,
+                              eos_token_id=eos, cache_implementation="static", disable_compile=True)  # fmt: skip
+
+    free = greedy()
+    eos = int(free[1, 12 + 3])  # row 1's fourth token ends it
+    ids[0, 0] = eos  # under row 0's padding: a prompt's end-of-sequence token ends nothing
+    want = greedy(eos)
+    assert (want[1, 12:] == 0).any() and not (want[0, 12:] == 0).all()
+    use_block_decoding(model)
+    assert isinstance(model.generate.__self__, FinishedRowsMasked)
+    read = []
+    monkeypatch.setattr(block_decoding, "filled_blocks", lambda m: read.append(m.any(-1).tolist()) or filled_blocks(m))
+    assert torch.equal(greedy(eos), want)
+    end = int((want[1, 12:] == eos).nonzero()[0])  # decoding step k reads generated token k - 1
+    assert [rows[1] for rows in read] == [True] * end + [False] * (len(read) - end) and len(read) == 39
+    assert all(rows[0] and rows[2] for rows in read)

@@ -1,0 +1,114 @@
+"""An experimental decoding attention for compiled generation that reads only filled cache blocks.
+
+A static cache is as long as the longest completion may grow, and the packed SDPA decoding step
+(``rlplugs.adapters.trl.packed_gqa``) reads all of it on every step, empty slots and rows that
+have finished included: on the H200 at a batch of 512 over a 3,328-slot cache that is 34.5 of a
+40-42 ms step (``decode_profile_bisect.json``, ``generation.json`` ``h200_profile``). Here a
+decoding step goes to FlexAttention instead, with a block mask built each step from the attention
+mask: only the 128-slot blocks of the cache that hold a row's tokens are read, and a row that has
+produced its end-of-sequence token reads none (:class:`FinishedRowsMasked` clears its mask; its
+output is discarded by ``generate`` anyway).
+
+It lives with the benchmarks, not in rlplugs, because it was slower where measured: the first
+GRPO step of ``generation.py --modes blocks@512`` on the H200 took 418.5 s against 105.6-148.6 s
+for the packed decoding (``generation.json``, ``h200_blocks``; where the time went was not
+profiled). ``generation.py`` (mode ``blocks``) and ``decode_profile.py --attention blocks``
+switch a model to it with :func:`use_block_decoding`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+from transformers import AttentionInterface
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+from rlplugs.adapters.trl.packed_gqa import packed_gqa_attention
+
+BLOCK_GQA = "rlplugs_block_gqa"
+# Cache slots per block of the block mask: FlexAttention's default key/value block.
+KV_BLOCK = 128
+
+
+def filled_blocks(mask: torch.Tensor) -> BlockMask:
+    """The block mask of a decoding step from its ``(batch, cache)`` boolean attention mask: per row
+    the blocks wholly attended (no mask evaluated inside them) and the partly attended ones. The
+    cache need not fill its last block (transformers sizes it prompt + new tokens - 1)."""
+    batch, length = mask.shape
+    blocks = torch.nn.functional.pad(mask, (0, -length % KV_BLOCK)).view(batch, -1, KV_BLOCK)
+    full, some = blocks.all(-1), blocks.any(-1)
+
+    def listed(chosen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        count = chosen.sum(-1, dtype=torch.int32)
+        order = torch.argsort((~chosen).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+        return count[:, None, None], order[:, None, None, :]
+
+    def attended(b, h, q, kv):  # the unpadded mask: inductor cannot lower a padded one here
+        return mask[b, kv.clamp(max=length - 1)]  # slots past the cache are masked by FlexAttention
+
+    partial, whole = listed(some & ~full), listed(full)
+    return BlockMask.from_kv_blocks(*partial, *whole, BLOCK_SIZE=KV_BLOCK, mask_mod=attended, seq_lengths=(1, length))
+
+
+def block_gqa_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """``packed_gqa_attention``'s contract; a decoding step with a boolean mask over the whole
+    cache reads only the blocks :func:`filled_blocks` lists (FlexAttention shares the key/value
+    heads itself); anything else goes to the packed attention."""
+    length = key.shape[2]
+    plain = attention_mask is None or attention_mask.dtype != torch.bool or attention_mask.shape[-1] != length
+    if query.shape[2] != 1 or plain or kwargs.get("position_bias") is not None:
+        return packed_gqa_attention(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+    out = flex_attention(query, key, value, block_mask=filled_blocks(attention_mask[:, 0, -1, :]), scale=scaling,
+                         enable_gqa=query.shape[1] != key.shape[1])  # fmt: skip
+    return out.transpose(1, 2), None
+
+
+class FinishedRowsMasked:
+    """Wraps a model's ``generate`` and ``prepare_inputs_for_generation`` so that a decoding step
+    sees an all-zero attention mask for every row that has already produced an end-of-sequence
+    token of the call's generation config (only generated tokens count, not the prompt's). The
+    tokens of live rows are unchanged; a finished row's output is never used, ``generate`` pads it."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.prompt_len: int | None = None
+        self.eos: torch.Tensor | None = None
+        self._generate, self._prepare = model.generate, model.prepare_inputs_for_generation
+        model.generate, model.prepare_inputs_for_generation = self.generate, self.prepare
+
+    def generate(self, inputs: torch.Tensor | None = None, *args, **kwargs):
+        ids = inputs if inputs is not None else kwargs.get("input_ids")
+        config = kwargs.get("generation_config") or self.model.generation_config
+        eos = kwargs.get("eos_token_id", config.eos_token_id)
+        eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+        usable = isinstance(ids, torch.Tensor) and ids.dim() == 2 and bool(eos)
+        self.prompt_len = ids.shape[1] if usable else None
+        self.eos = torch.tensor(eos, device=ids.device) if usable else None
+        try:
+            return self._generate(inputs, *args, **kwargs)
+        finally:
+            self.prompt_len = self.eos = None
+
+    def prepare(self, input_ids: torch.Tensor, *args, attention_mask: torch.Tensor | None = None, **kwargs):
+        if self.prompt_len is not None and attention_mask is not None and attention_mask.dim() == 2:
+            done = torch.isin(input_ids[:, self.prompt_len :], self.eos).any(-1, keepdim=True)
+            attention_mask = attention_mask.masked_fill(done, 0)
+        return self._prepare(input_ids, *args, attention_mask=attention_mask, **kwargs)
+
+
+def use_block_decoding(model: torch.nn.Module) -> None:
+    """Switch ``model`` (SDPA or packed GQA) to :func:`block_gqa_attention` and
+    :class:`FinishedRowsMasked`."""
+    AttentionInterface.register(BLOCK_GQA, block_gqa_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(BLOCK_GQA, sdpa_mask)
+    model.set_attn_implementation(BLOCK_GQA)
+    FinishedRowsMasked(model)
