@@ -9,10 +9,11 @@ mask: only the 128-slot blocks of the cache that hold a row's tokens are read, a
 produced its end-of-sequence token reads none (:class:`FinishedRowsMasked` clears its mask; its
 output is discarded by ``generate`` anyway).
 
-It lives with the benchmarks, not in rlplugs, because it was slower where measured: the first
-GRPO step of ``generation.py --modes blocks@512`` on the H200 took 418.5 s against 105.6-148.6 s
-for the packed decoding (``generation.json``, ``h200_blocks``; where the time went was not
-profiled). ``generation.py`` (mode ``blocks``) and ``decode_profile.py --attention blocks``
+It lives with the benchmarks, not in rlplugs, because it has not been shown faster: the only
+measured GRPO step of ``generation.py --modes blocks@512`` on the H200, the first, took 418.5 s
+against 105.6-148.6 s for the packed decoding's first steps, compile included in both, and
+FlexAttention compiles about 3x longer (``decoding_compile_cpu.json``), which accounts for about
+80 s of that gap at most; no later step was measured (``generation.json``, ``h200_blocks``). ``generation.py`` (mode ``blocks``) and ``decode_profile.py --attention blocks``
 switch a model to it with :func:`use_block_decoding`.
 """
 
