@@ -11,7 +11,7 @@ name=$1
 shift
 work=/root/$name
 start=$SECONDS
-running() { pgrep -f "benchmarks/$name.py" > /dev/null; }
+running() { pgrep -f "(^|/)python3 benchmarks/$name.py" > /dev/null; }  # the interpreter running it, not a shell whose command line names the script
 if ! running; then
     bash benchmarks/device/setup.sh || exit 1
     mkdir -p $work

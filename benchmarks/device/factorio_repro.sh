@@ -13,7 +13,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 wait_s=${WAIT_S:-560}
 repro=/root/repro
 start=$SECONDS
-running() { pgrep -f "benchmarks/factorio_repro.py" > /dev/null; }
+running() { pgrep -f "(^|/)python3 benchmarks/factorio_repro.py" > /dev/null; }  # the interpreter running it, not a shell whose command line names the script
 if ! running; then
     bash benchmarks/device/setup.sh || exit 1
     python3 -c "from rlplugs.testing.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
