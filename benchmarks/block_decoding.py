@@ -51,24 +51,16 @@ def filled_blocks(mask: torch.Tensor) -> BlockMask:
     return BlockMask.from_kv_blocks(*partial, *whole, BLOCK_SIZE=KV_BLOCK, mask_mod=attended, seq_lengths=(1, length))
 
 
-def block_gqa_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
+def block_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        attention_mask: torch.Tensor | None, **kwargs) -> tuple[torch.Tensor, None]:
     """``packed_gqa_attention``'s contract; a decoding step with a boolean mask over the whole
     cache reads only the blocks :func:`filled_blocks` lists (FlexAttention shares the key/value
     heads itself); anything else goes to the packed attention."""
     length = key.shape[2]
     plain = attention_mask is None or attention_mask.dtype != torch.bool or attention_mask.shape[-1] != length
     if query.shape[2] != 1 or plain or kwargs.get("position_bias") is not None:
-        return packed_gqa_attention(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
-    out = flex_attention(query, key, value, block_mask=filled_blocks(attention_mask[:, 0, -1, :]), scale=scaling,
+        return packed_gqa_attention(module, query, key, value, attention_mask, **kwargs)
+    out = flex_attention(query, key, value, block_mask=filled_blocks(attention_mask[:, 0, -1, :]), scale=kwargs.get("scaling"),
                          enable_gqa=query.shape[1] != key.shape[1])  # fmt: skip
     return out.transpose(1, 2), None
 
