@@ -13,8 +13,9 @@ It lives with the benchmarks, not in rlplugs, because it has not been shown fast
 measured GRPO step of ``generation.py --modes blocks@512`` on the H200, the first, took 418.5 s
 against 105.6-148.6 s for the packed decoding's first steps, compile included in both, and
 FlexAttention compiles about 3x longer (``decoding_compile_cpu.json``), which accounts for about
-80 s of that gap at most; no later step was measured (``generation.json``, ``h200_blocks``). ``generation.py`` (mode ``blocks``) and ``decode_profile.py --attention blocks``
-switch a model to it with :func:`use_block_decoding`.
+80 s of that gap at most; no later step was measured (``generation.json``, ``h200_blocks``).
+``generation.py`` (mode ``blocks``), ``decode_profile.py --attention blocks`` and
+``decoding_compile.py`` switch a model to it with :func:`use_block_decoding`.
 """
 
 from __future__ import annotations
