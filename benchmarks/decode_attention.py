@@ -9,7 +9,10 @@ over 3 key/value heads, head size 64, bf16) at several batch sizes, eager and co
 - ``packed``: the query heads of a group in the query-length dimension, handed to SDPA
   (``packed_gqa_attention``, what compiled generation runs);
 - ``written_out``: the same packing with the attention written out (two matrix products and a
-  float32 softmax), which avoids SDPA's choice of kernel.
+  float32 softmax), which avoids SDPA's choice of kernel;
+- ``triton`` (with CUDA only): ``triton_decoding.py``'s kernel, which reads only the filled part.
+
+Each way's largest difference from ``sdpa_repeat`` on the same inputs is written beside its time.
 
 It prints milliseconds per step and each way's speed-up over ``sdpa_repeat``; the cache's
 bytes read per step divided by the time gives the bandwidth reached.
@@ -52,13 +55,16 @@ def ways():
         out = torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype), value)
         return out.reshape(batch, 1, HEADS, DIM), None
 
-    return {"sdpa_repeat": sdpa_attention_forward, "packed": packed_gqa_attention, "written_out": written_out}
+    found = {"sdpa_repeat": sdpa_attention_forward, "packed": packed_gqa_attention, "written_out": written_out}
+    if torch.cuda.is_available():
+        from triton_decoding import triton_gqa_attention
+
+        found["triton"] = triton_gqa_attention
+    return found
 
 
-def time_step(attend, batch: int, a, compiled: bool) -> float:
-    """Milliseconds for one decoding step's attention in all layers (median of ``--repeats``)."""
-    import statistics
-
+def inputs(batch: int, a):
+    """A decoding step's query, every layer's (key, value) cache and the mask of its filled slots."""
     import torch
 
     module = torch.nn.Module()
@@ -69,6 +75,25 @@ def time_step(attend, batch: int, a, compiled: bool) -> float:
     caches = [(torch.randn(batch, KV_HEADS, a.cache, DIM, device=device, dtype=dtype),) * 2 for _ in range(LAYERS)]
     mask = torch.zeros(batch, 1, 1, a.cache, dtype=torch.bool, device=device)
     mask[..., : int(a.cache * a.filled)] = True
+    return module, query, caches, mask
+
+
+def largest_differences(attends: dict, batch: int, a) -> dict:
+    """Each way's largest absolute difference from ``sdpa_repeat`` in the first layer."""
+    module, query, caches, mask = inputs(batch, a)
+    key, value = caches[0]
+    outs = {way: attend(module, query, key, value, mask, scaling=DIM**-0.5)[0].float() for way, attend in attends.items()}
+    return {way: round((out - outs["sdpa_repeat"]).abs().max().item(), 5) for way, out in outs.items()}
+
+
+def time_step(attend, batch: int, a, compiled: bool) -> float:
+    """Milliseconds for one decoding step's attention in all layers (median of ``--repeats``)."""
+    import statistics
+
+    import torch
+
+    module, query, caches, mask = inputs(batch, a)
+    device = query.device.type
 
     def step():
         return [attend(module, query, k, v, mask, scaling=DIM**-0.5)[0] for k, v in caches]
@@ -103,7 +128,9 @@ def main() -> None:
                                "cache": a.cache, "filled": a.filled}, "ms_per_step": {}, "speedup_vs_sdpa_repeat": {}}  # fmt: skip
     batches = [int(b) for b in a.batches.split(",")]
     results["cache_gb_per_step"] = {str(b): round(2 * LAYERS * b * KV_HEADS * a.cache * DIM * 2 / 1e9, 2) for b in batches}
+    sys.path.insert(0, str(Path(__file__).parent))
     attends = ways()
+    results["max_abs_diff_vs_sdpa_repeat"] = {str(b): largest_differences(attends, b, a) for b in batches}
     for compiled in (False, True):
         for batch in batches:
             name = f"{'compiled' if compiled else 'eager'}@{batch}"
@@ -111,7 +138,6 @@ def main() -> None:
             results["ms_per_step"][name] = ms
             results["speedup_vs_sdpa_repeat"][name] = {w: round(ms["sdpa_repeat"] / t, 2) for w, t in ms.items()}
             print(name, ms, flush=True)
-    sys.path.insert(0, str(Path(__file__).parent))
     from result_file import write_result
 
     write_result(a.out, results, load, key=a.key, shared=not torch.cuda.is_available())

@@ -32,9 +32,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--train_mode", action="store_true", help="decode with the model in train mode, as the GRPO step does")
     p.add_argument("--accelerate", action="store_true",
                    help="decode through accelerate's bf16 mixed-precision forward wrapper, as the trainer's model does")
-    p.add_argument("--attention", choices=("packed", "blocks"), default="packed",
-                   help="decoding attention: packed_gqa's, or block_decoding.py's, which reads only the filled cache "
-                        "blocks (here the prompt and the steps decoded so far)")
+    p.add_argument("--attention", choices=("packed", "blocks", "triton"), default="packed",
+                   help="decoding attention: packed_gqa's, block_decoding.py's, which reads only the filled cache "
+                        "blocks (here the prompt and the steps decoded so far), or triton_decoding.py's, which reads "
+                        "each row's attended span")
     p.add_argument("--left_pad", action="store_true", help="left-pad each row by a random 0..prompt/2 tokens, as TRL does")
     a = p.parse_args()
     if a.cache < a.prompt + a.steps + 1:
@@ -112,6 +113,10 @@ def main() -> None:
         from block_decoding import use_block_decoding
 
         use_block_decoding(model)
+    if a.attention == "triton":
+        from triton_decoding import use_triton_decoding
+
+        use_triton_decoding(model)
     if a.accelerate:
         from accelerate import Accelerator
 
