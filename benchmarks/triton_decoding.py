@@ -105,7 +105,7 @@ def triton_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     end = torch.where(mask, slot + 1, 0).amax(-1).to(torch.int32)
     grouped = query.reshape(batch, key.shape[1], heads // key.shape[1], dim).contiguous()
     scale = kwargs.get("scaling") or dim**-0.5
-    out = span_attention(grouped, key, value, mask.view(torch.uint8), first, end, scale)
+    out = span_attention(grouped, key, value, mask.to(torch.uint8), first, end, scale)
     return out.reshape(batch, 1, heads, dim), None
 
 

@@ -1,8 +1,8 @@
 """The helpers the benchmark drivers share (``benchmarks/*.py``, run as ``python benchmarks/x.py``,
 so they import each other from that folder): running a stage's command with its output in a log,
 prm_guidance's clemscore with paired intervals, where a mode that played nothing is unscored;
-decode_profile's decoding, which must run over the static cache it names; and block_decoding's
-experimental attention, which must change no token."""
+decode_profile's decoding, which must run over the static cache it names; and the experimental
+decoding attentions of block_decoding and triton_decoding, which must change no token."""
 
 from __future__ import annotations
 
