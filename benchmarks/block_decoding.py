@@ -6,10 +6,11 @@ have finished included: on the H200 at a batch of 512 over a 3,328-slot cache th
 40-42 ms step (``decode_profile_bisect.json``, ``generation.json`` ``h200_profile``). Here a
 decoding step goes to FlexAttention instead, with a block mask built each step from the attention
 mask: only the 128-slot blocks of the cache that hold a row's tokens are read, and a row that has
-produced its end-of-sequence token reads none (:class:`FinishedRowsMasked` clears its mask; its
-output is discarded by ``generate`` anyway).
+produced its end-of-sequence token reads none (``rlplugs.adapters.trl.span_gqa.FinishedRowsMasked``
+clears its mask; its output is discarded by ``generate`` anyway).
 
-It lives with the benchmarks, not in rlplugs, because it has not been shown faster: the only
+It lives with the benchmarks, not in rlplugs, because it has not been shown faster (span GQA, a
+Triton kernel over each row's filled span, is what compiled generation runs on CUDA): the only
 measured GRPO step of ``generation.py --modes blocks@512`` on the H200, the first, took 418.5 s
 against 105.6-148.6 s for the packed decoding's first steps, compile included in both, and
 FlexAttention compiles about 3x longer (``decoding_compile_cpu.json``), which accounts for about
@@ -25,9 +26,10 @@ from torch.nn.attention.flex_attention import BlockMask, flex_attention
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from rlplugs.adapters.trl.packed_gqa import packed_gqa_attention
+from rlplugs.adapters.trl.packed_gqa import PREFIX, packed_gqa_attention
+from rlplugs.adapters.trl.span_gqa import mask_finished_rows
 
-BLOCK_GQA = "rlplugs_block_gqa"
+BLOCK_GQA = PREFIX + "block_gqa"
 # Cache slots per block of the block mask: FlexAttention's default key/value block.
 KV_BLOCK = 128
 
@@ -66,43 +68,10 @@ def block_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch
     return out.transpose(1, 2), None
 
 
-class FinishedRowsMasked:
-    """Wraps a model's ``generate`` and ``prepare_inputs_for_generation`` so that a decoding step
-    sees an all-zero attention mask for every row that has already produced an end-of-sequence
-    token of the call's generation config (only generated tokens count, not the prompt's). The
-    tokens of live rows are unchanged; a finished row's output is never used, ``generate`` pads it."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-        self.prompt_len: int | None = None
-        self.eos: torch.Tensor | None = None
-        self._generate, self._prepare = model.generate, model.prepare_inputs_for_generation
-        model.generate, model.prepare_inputs_for_generation = self.generate, self.prepare
-
-    def generate(self, inputs: torch.Tensor | None = None, *args, **kwargs):
-        ids = inputs if inputs is not None else kwargs.get("input_ids")
-        config = kwargs.get("generation_config") or self.model.generation_config
-        eos = kwargs.get("eos_token_id", config.eos_token_id)
-        eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
-        usable = isinstance(ids, torch.Tensor) and ids.dim() == 2 and bool(eos)
-        self.prompt_len = ids.shape[1] if usable else None
-        self.eos = torch.tensor(eos, device=ids.device) if usable else None
-        try:
-            return self._generate(inputs, *args, **kwargs)
-        finally:
-            self.prompt_len = self.eos = None
-
-    def prepare(self, input_ids: torch.Tensor, *args, attention_mask: torch.Tensor | None = None, **kwargs):
-        if self.prompt_len is not None and attention_mask is not None and attention_mask.dim() == 2:
-            done = torch.isin(input_ids[:, self.prompt_len :], self.eos).any(-1, keepdim=True)
-            attention_mask = attention_mask.masked_fill(done, 0)
-        return self._prepare(input_ids, *args, attention_mask=attention_mask, **kwargs)
-
-
 def use_block_decoding(model: torch.nn.Module) -> None:
-    """Switch ``model`` (SDPA or packed GQA) to :func:`block_gqa_attention` and
-    :class:`FinishedRowsMasked`."""
+    """Switch ``model`` (SDPA or packed GQA) to :func:`block_gqa_attention`, finished rows masked
+    out (``span_gqa.FinishedRowsMasked``)."""
     AttentionInterface.register(BLOCK_GQA, block_gqa_attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(BLOCK_GQA, sdpa_mask)
     model.set_attn_implementation(BLOCK_GQA)
-    FinishedRowsMasked(model)
+    mask_finished_rows(model, BLOCK_GQA)

@@ -7,10 +7,12 @@ over 3 key/value heads, head size 64, bf16) at several batch sizes, eager and co
 - ``sdpa_repeat``: transformers' SDPA function, which copies each key/value head per query head
   when there is a mask (what compiled generation ran before ``rlplugs.adapters.trl.packed_gqa``);
 - ``packed``: the query heads of a group in the query-length dimension, handed to SDPA
-  (``packed_gqa_attention``, what compiled generation runs);
+  (``packed_gqa_attention``, what compiled generation runs off CUDA);
 - ``written_out``: the same packing with the attention written out (two matrix products and a
   float32 softmax), which avoids SDPA's choice of kernel;
-- ``triton`` (with CUDA only): ``triton_decoding.py``'s kernel, which reads only the filled part.
+- ``span`` (with CUDA only): ``span_gqa_attention``, a Triton kernel that reads only the filled
+  part (what compiled generation runs on CUDA; results before it moved into rlplugs call it
+  ``triton``).
 
 Each way's largest difference from ``sdpa_repeat`` on the same inputs is written beside its time.
 
@@ -57,9 +59,9 @@ def ways():
 
     found = {"sdpa_repeat": sdpa_attention_forward, "packed": packed_gqa_attention, "written_out": written_out}
     if torch.cuda.is_available():
-        from triton_decoding import triton_gqa_attention
+        from rlplugs.adapters.trl.span_gqa import span_gqa_attention
 
-        found["triton"] = triton_gqa_attention
+        found["span"] = span_gqa_attention
     return found
 
 

@@ -2,8 +2,8 @@
 
 At a batch of 512 a compiled decoding step of SmolLM2-135M took about 42 ms in the GRPO step,
 while its attention alone takes about 18 ms (``decode_attention.json``). This script runs the
-decoding the GRPO trainer's ``compile_generation`` runs (static cache, packed GQA, sampling at
-T = 0.7) on random prompts, times a step with and without the profiler, and writes how much of
+decoding the GRPO trainer's ``compile_generation`` runs (static cache, sampling at T = 0.7;
+``--attention`` picks the decoding attention) on random prompts, times a step with and without the profiler, and writes how much of
 a step the GPU is busy and which operations take the time, on the GPU and on the host.
 
     python3 benchmarks/decode_profile.py --out decode_profile.json --batch 512
@@ -32,10 +32,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--train_mode", action="store_true", help="decode with the model in train mode, as the GRPO step does")
     p.add_argument("--accelerate", action="store_true",
                    help="decode through accelerate's bf16 mixed-precision forward wrapper, as the trainer's model does")
-    p.add_argument("--attention", choices=("packed", "blocks", "triton"), default="packed",
+    p.add_argument("--attention", choices=("packed", "blocks", "span"), default="packed",
                    help="decoding attention: packed_gqa's, block_decoding.py's, which reads only the filled cache "
-                        "blocks (here the prompt and the steps decoded so far), or triton_decoding.py's, which reads "
-                        "each row's attended span")
+                        "blocks (here the prompt and the steps decoded so far), or span_gqa's (what compiled "
+                        "generation runs on CUDA), which reads each row's attended span")
     p.add_argument("--left_pad", action="store_true", help="left-pad each row by a random 0..prompt/2 tokens, as TRL does")
     a = p.parse_args()
     if a.cache < a.prompt + a.steps + 1:
@@ -113,10 +113,10 @@ def main() -> None:
         from block_decoding import use_block_decoding
 
         use_block_decoding(model)
-    if a.attention == "triton":
-        from triton_decoding import use_triton_decoding
+    if a.attention == "span":
+        from rlplugs.adapters.trl.span_gqa import use_span_gqa
 
-        use_triton_decoding(model)
+        use_span_gqa(model)
     if a.accelerate:
         from accelerate import Accelerator
 

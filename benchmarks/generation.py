@@ -5,13 +5,14 @@ and times what the step spends generating (every call of TRL's ``_generate_singl
 synchronised) and the whole step:
 
 - ``plain``: TRL's ``generate`` with transformers' dynamic cache (TRL's default without vLLM);
-- ``compiled``: ``compile_generation`` (static cache, compiled decoding step with the packed
-  grouped-query attention, prompts bucketed by ``pad_to_multiple_of``); its first step includes
-  the compile, later steps show whether it recurs;
+- ``compiled``: ``compile_generation`` (static cache, compiled decoding step, prompts bucketed by
+  ``pad_to_multiple_of``) with the decoding attention it picks: on CUDA span GQA, a Triton kernel
+  that reads only each live row's attended span of the cache; its first step includes the
+  compile, later steps show whether it recurs;
+- ``packed``: ``compiled`` with packed GQA instead, which reads the whole cache (what
+  ``compile_generation`` ran on CUDA before span GQA);
 - ``blocks``: ``compiled`` with the experimental decoding attention that reads only the filled
   cache blocks of rows still decoding (``block_decoding.py``, FlexAttention);
-- ``triton``: ``compiled`` with the experimental Triton decoding attention that reads only each
-  live row's attended span of the cache (``triton_decoding.py``);
 - ``continuous``: ``use_transformers_continuous_batching``.
 
 A mode may name a larger generation batch after ``@`` (``compiled@256``): TRL then generates that
@@ -165,16 +166,17 @@ def run_mode(a, env: str, env_args: dict, mode: str, multi_turn: bool) -> dict:
     graphs_before = dynamo_utils.counters["stats"]["unique_graphs"]
     trainer = EnvGRPOTrainer(
         model=a.model, reward_funcs=rewards.functions, args=args, train_dataset=spec.dataset("train"),
-        rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=backend in ("compiled", "blocks", "triton"),
+        rollout_func=make_episode_rollout(spec) if spec.multi_turn else None, compile_generation=backend in ("compiled", "packed", "blocks"),
     )  # fmt: skip
+    # the weights are bf16 on the GPU: generation decodes on this model
+    if backend == "packed":
+        from rlplugs.adapters.trl.packed_gqa import use_packed_gqa
+
+        use_packed_gqa(trainer.model)
     if backend == "blocks":
         from block_decoding import use_block_decoding
 
-        use_block_decoding(trainer.model)  # the weights are bf16 on the GPU: generation decodes on this model
-    if backend == "triton":
-        from triton_decoding import use_triton_decoding
-
-        use_triton_decoding(trainer.model)
+        use_block_decoding(trainer.model)
     meter = GenerationMeter(trainer, a.profile_step)
     trainer.train()
     steps = [s for i, s in enumerate(meter.per_step()) if i != a.profile_step]  # a profiled step is not timed

@@ -44,6 +44,10 @@ if str(PLUGINS_SITE) not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+# Without a GPU, Triton kernels (rlplugs.adapters.trl.span_gqa) run under Triton's interpreter,
+# which Triton reads when a kernel is defined: set here, before any test module imports one.
+if not Path("/dev/nvidiactl").exists():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")

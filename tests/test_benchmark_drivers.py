@@ -1,8 +1,8 @@
 """The helpers the benchmark drivers share (``benchmarks/*.py``, run as ``python benchmarks/x.py``,
 so they import each other from that folder): running a stage's command with its output in a log,
 prm_guidance's clemscore with paired intervals, where a mode that played nothing is unscored;
-decode_profile's decoding, which must run over the static cache it names; and the experimental
-decoding attentions of block_decoding and triton_decoding, which must change no token."""
+decode_profile's decoding, which must run over the static cache it names; and block_decoding's
+experimental attention, which must change no token."""
 
 from __future__ import annotations
 
@@ -90,11 +90,12 @@ def test_block_decoding_reads_only_filled_blocks_of_live_rows_and_changes_no_tok
     whose mask is empty; in greedy static-cache generation of the tiny Qwen3.5 a row that ends
     early reads no block from then on, and every token is the one plain SDPA decoding gives."""
     import torch
-    from block_decoding import FinishedRowsMasked, block_gqa_attention, filled_blocks, use_block_decoding
+    from block_decoding import block_gqa_attention, filled_blocks, use_block_decoding
     from transformers import AutoModelForCausalLM
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     import block_decoding
+    from rlplugs.adapters.trl.span_gqa import FinishedRowsMasked
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=torch.float32, attn_implementation="sdpa").eval()
@@ -134,58 +135,3 @@ def test_block_decoding_reads_only_filled_blocks_of_live_rows_and_changes_no_tok
     end = int((want[1, 12:] == eos).nonzero()[0])  # decoding step k reads generated token k - 1
     assert [rows[1] for rows in read] == [True] * end + [False] * (len(read) - end) and len(read) == 39
     assert all(rows[0] and rows[2] for rows in read)
-
-
-def test_triton_decoding_reads_only_each_live_rows_span_and_changes_no_token(benchmarks_path, monkeypatch, tiny_qwen35):
-    """triton_decoding.py (the experimental ``triton`` mode), under Triton's interpreter on the
-    CPU: compiled, one decoding step gives SDPA's output on rows with gaps inside their span and
-    spans that start and end off the 64-slot grid, and zeros on a row whose mask is empty; in greedy
-    static-cache generation of the tiny Qwen3.5 a row that ends early has an empty span from then
-    on, and every token is the one plain SDPA decoding gives."""
-    import torch
-    from transformers import AutoModelForCausalLM
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from triton_decoding import triton_gqa_attention, use_triton_decoding
-
-    import triton_decoding
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=torch.float32, attn_implementation="sdpa").eval()
-    layer = next(m for m in model.modules() if getattr(m, "num_key_value_groups", 1) > 1)
-    batch, cache, dim = 4, 300, layer.head_dim
-    query = torch.randn(batch, 4, 1, dim)
-    key, value = torch.randn(batch, 2, cache, dim), torch.randn(batch, 2, cache, dim)
-    mask = torch.zeros(batch, 1, 1, cache, dtype=torch.bool)
-    mask[0, ..., 10:260] = True
-    mask[1, ..., :] = True
-    mask[2, ..., 70:75] = mask[2, ..., 200] = True  # a gap of 125 slots inside the span
-    step = torch.compile(lambda q, k, v, m: triton_gqa_attention(layer, q, k, v, m, scaling=layer.scaling)[0], fullgraph=True)
-    got = step(query, key, value, mask)
-    want, _ = sdpa_attention_forward(layer, query, key, value, mask, scaling=layer.scaling)
-    torch.testing.assert_close(got[:3], want[:3], atol=1e-5, rtol=1e-4)
-    assert not got[3].any()  # row 3: a finished row
-
-    ids = torch.randint(5, 1000, (3, 12))
-    attention = torch.ones_like(ids)
-    attention[0, :4] = 0
-
-    def greedy(eos=None):
-        return model.generate(ids, attention_mask=attention, max_new_tokens=40, do_sample=False, pad_token_id=0,
-                              eos_token_id=eos, cache_implementation="static", disable_compile=True)  # fmt: skip
-
-    free = greedy()
-    eos = int(free[1, 12 + 3])  # row 1's fourth token ends it
-    want = greedy(eos)
-    assert (want[1, 12:] == 0).any() and not (want[0, 12:] == 0).all()
-    use_triton_decoding(model)
-    spans = []
-    span = triton_decoding.span_attention
-    monkeypatch.setattr(triton_decoding, "span_attention",
-                        lambda q, k, v, m, first, end, scale: spans.append((end - first).clamp(min=0).tolist()) or span(q, k, v, m, first, end, scale))  # fmt: skip
-    assert torch.equal(greedy(eos), want)
-    per_step = spans[:: len(spans) // 39]  # every full-attention layer of a step sees the same spans
-    assert len(per_step) == 39 and all(len(set(map(tuple, spans[i : i + len(spans) // 39]))) == 1 for i in range(0, len(spans), len(spans) // 39))
-    end = int((want[1, 12:] == eos).nonzero()[0])  # decoding step k reads generated token k - 1
-    assert [rows[1] > 0 for rows in per_step] == [True] * end + [False] * (39 - end)
-    assert [rows[0] for rows in per_step] == [8 + 1 + k for k in range(39)]  # row 0's 4 pads are outside its span
-    assert [rows[2] for rows in per_step] == [12 + 1 + k for k in range(39)]

@@ -8,7 +8,7 @@ and decodes only the new tokens. It is both a :class:`~rlplugs.episode.Policy` (
 conversation, one reply) and a :class:`~rlplugs.episode.BatchPolicy`.
 
 ``compile_generation=True`` decodes as the GRPO trainer's ``compile_generation`` does (a static
-cache, the compiled decoding step, :mod:`rlplugs.adapters.trl.packed_gqa`'s attention, prompts
+cache, the compiled decoding step, ``packed_gqa.use_decoding_attention``'s attention, prompts
 padded to a length bucket): on an H200 several times the tokens per second of plain ``generate``
 for long completions, after a one-time compile per batch size and bucket, so it pays for large
 evaluations (keep ``batch_size`` a divisor of the number of completions, or the last, smaller
@@ -78,9 +78,9 @@ class HFPolicy:
         self.decoding: dict[str, Any] = {}
         self.pad_to_multiple_of: int | None = None
         if compile_generation:
-            from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_packed_gqa
+            from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_decoding_attention
 
-            use_packed_gqa(self.model)
+            use_decoding_attention(self.model)
             self.decoding, self.pad_to_multiple_of = COMPILED_DECODING, COMPILE_BUCKET
         if seed is not None:
             set_seed(seed)

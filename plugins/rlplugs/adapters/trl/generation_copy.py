@@ -19,7 +19,7 @@ import copy
 
 import torch
 
-from rlplugs.adapters.trl.packed_gqa import use_packed_gqa
+from rlplugs.adapters.trl.packed_gqa import use_decoding_attention
 
 NEEDS_WHOLE_WEIGHTS = (
     "compile_generation with float32 weights under bf16/fp16 mixed precision decodes on a half-precision "
@@ -37,7 +37,7 @@ class GenerationCopy:
         config = copy.deepcopy(model.config)  # its own: the attention switch below is the copy's alone
         self.model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(model.device).eval()
         self.model.generation_config = model.generation_config
-        use_packed_gqa(self.model)
+        use_decoding_attention(self.model)
         self.synced_at: int | None = None
 
     @torch.no_grad()

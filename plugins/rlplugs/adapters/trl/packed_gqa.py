@@ -25,8 +25,10 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-# The attn_implementation name compiled generation switches the model to.
+# The attn_implementation name of packed GQA; every decoding attention of rlplugs is named with
+# the prefix, so one can replace another.
 PACKED_GQA = "rlplugs_packed_gqa"
+PREFIX = "rlplugs_"
 # Prompt-length bucket for compiled generation: prompts are left-padded to a multiple of it, so a
 # run compiles once per bucket its prompts reach, not once per prompt length.
 COMPILE_BUCKET = 256
@@ -58,10 +60,38 @@ def packed_gqa_attention(
     return out.reshape(batch, 1, heads, value.shape[-1]), None
 
 
+def use_decoding_attention(model: torch.nn.Module) -> None:
+    """Switch ``model`` to compiled generation's decoding attention: span GQA's Triton kernel where
+    it runs (weights in bf16/fp16 on a CUDA device, Triton installed, a power-of-two head size),
+    packed GQA anywhere else. A model built with another attention than SDPA is left as it is."""
+    if not switchable(model):
+        return
+    config = model.config.get_text_config()
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if (
+        model.device.type == "cuda"
+        and model.dtype in (torch.bfloat16, torch.float16)
+        and head_dim & (head_dim - 1) == 0
+        and find_spec("triton") is not None
+    ):
+        from rlplugs.adapters.trl.span_gqa import use_span_gqa
+
+        use_span_gqa(model)
+    else:
+        use_packed_gqa(model)
+
+
+def switchable(model: torch.nn.Module) -> bool:
+    """Whether ``model`` runs SDPA or one of rlplugs' decoding attentions; a model built with
+    another attention (flash, eager) was chosen so and is left as it is."""
+    name = model.config._attn_implementation or ""
+    return name == "sdpa" or name.startswith(PREFIX)
+
+
 def use_packed_gqa(model: torch.nn.Module) -> None:
-    """Switch ``model`` from SDPA to :func:`packed_gqa_attention` (its masks stay SDPA's); a model
-    built with another attention (flash, eager) was chosen so and is left as it is."""
-    if model.config._attn_implementation != "sdpa":
+    """Switch ``model`` from SDPA (or another of rlplugs' decoding attentions) to
+    :func:`packed_gqa_attention` (its masks stay SDPA's)."""
+    if not switchable(model):
         return
     AttentionInterface.register(PACKED_GQA, packed_gqa_attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(PACKED_GQA, sdpa_mask)

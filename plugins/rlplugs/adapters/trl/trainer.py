@@ -29,8 +29,11 @@
    so a run compiles once per bucket its prompts reach, not per prompt. TRL pads the training
    batches (prompts and completions) to the same multiple, so the loss pass computes a little
    more. A static cache always carries a mask, which makes transformers' SDPA copy every
-   key/value head once per query head on each decoding step; the decoding step therefore
-   switches to :mod:`rlplugs.adapters.trl.packed_gqa`, which reads each head once. With fp32
+   key/value head once per query head on each decoding step, and SDPA reads the whole cache, empty
+   slots and finished rows included. The decoding step therefore switches to
+   :mod:`rlplugs.adapters.trl.span_gqa` on CUDA (a Triton kernel that reads only each live row's
+   filled span, each head once) and to :mod:`rlplugs.adapters.trl.packed_gqa` (each head once,
+   whole cache) elsewhere; ``packed_gqa.use_decoding_attention`` picks. With fp32
    weights under bf16/fp16 mixed precision it decodes on a half-precision copy of the model
    (:mod:`rlplugs.adapters.trl.generation_copy`). CUDA only: elsewhere the static cache runs
    uncompiled.
@@ -48,7 +51,7 @@ from accelerate.utils import is_peft_model
 from trl import GRPOTrainer
 
 from rlplugs.adapters.trl.generation_copy import NEEDS_WHOLE_WEIGHTS, GenerationCopy
-from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_packed_gqa
+from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_decoding_attention
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
@@ -124,7 +127,7 @@ class EnvGRPOTrainer(GRPOTrainer):
             self.pad_to_multiple_of = COMPILE_BUCKET
         autocast = torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None
         if autocast is None or self.model.dtype != torch.float32:
-            use_packed_gqa(self.model)
+            use_decoding_attention(self.model)
             return
         if self.is_fsdp_enabled or self.is_deepspeed_enabled or is_peft_model(self.model):
             raise ValueError(NEEDS_WHOLE_WEIGHTS)
