@@ -78,11 +78,17 @@ def test_span_gqa_reads_only_each_live_rows_span_and_changes_no_token(monkeypatc
 
 def test_compiled_generation_off_cuda_decodes_with_packed_gqa(tiny_qwen35):
     """Off CUDA (and for float32 weights) ``use_decoding_attention`` picks packed GQA, which runs
-    everywhere; span GQA is only chosen where its kernel compiles (bf16/fp16 on a CUDA device)."""
+    everywhere; span GQA is only chosen where its kernel compiles (bf16/fp16 on a CUDA device,
+    power-of-two heads)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from rlplugs.adapters.trl.packed_gqa import PACKED_GQA, use_decoding_attention
+    from rlplugs.adapters.trl.packed_gqa import PACKED_GQA, span_gqa_runs, use_decoding_attention
+
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert span_gqa_runs(cuda, torch.bfloat16, 64) and span_gqa_runs(cuda, torch.float16, 256)
+    assert not span_gqa_runs(cuda, torch.float32, 64) and not span_gqa_runs(cuda, torch.bfloat16, 80)
+    assert not span_gqa_runs(cpu, torch.bfloat16, 64)
 
     for dtype in (torch.float32, torch.bfloat16):
         model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=dtype, attn_implementation="sdpa")

@@ -16,9 +16,15 @@ query positions, broadcasts unchanged. (Writing this attention out, two matrix p
 float32 softmax, was faster alone in ``benchmarks/decode_attention.py`` but slower in the real
 GRPO step; see ``benchmarks/results/generation.json``.) Prefill and training (more than one
 query position), and layers without groups, go to transformers' SDPA function as before.
+
+Packed GQA still reads the whole static cache on every step; on CUDA compiled generation runs
+:mod:`rlplugs.adapters.trl.span_gqa` instead, which reads only what each live row attends
+(:func:`use_decoding_attention` picks).
 """
 
 from __future__ import annotations
+
+from importlib.util import find_spec
 
 import torch
 from transformers import AttentionInterface
@@ -60,6 +66,16 @@ def packed_gqa_attention(
     return out.reshape(batch, 1, heads, value.shape[-1]), None
 
 
+def span_gqa_runs(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether span GQA's kernel runs for weights of ``dtype`` on ``device`` with heads of ``head_dim``."""
+    return (
+        device.type == "cuda"
+        and dtype in (torch.bfloat16, torch.float16)
+        and head_dim & (head_dim - 1) == 0
+        and find_spec("triton") is not None
+    )
+
+
 def use_decoding_attention(model: torch.nn.Module) -> None:
     """Switch ``model`` to compiled generation's decoding attention: span GQA's Triton kernel where
     it runs (weights in bf16/fp16 on a CUDA device, Triton installed, a power-of-two head size),
@@ -68,12 +84,7 @@ def use_decoding_attention(model: torch.nn.Module) -> None:
         return
     config = model.config.get_text_config()
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    if (
-        model.device.type == "cuda"
-        and model.dtype in (torch.bfloat16, torch.float16)
-        and head_dim & (head_dim - 1) == 0
-        and find_spec("triton") is not None
-    ):
+    if span_gqa_runs(model.device, model.dtype, head_dim):
         from rlplugs.adapters.trl.span_gqa import use_span_gqa
 
         use_span_gqa(model)
