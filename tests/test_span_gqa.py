@@ -98,3 +98,32 @@ def test_compiled_generation_off_cuda_decodes_with_packed_gqa(tiny_qwen35):
     eager = AutoModelForCausalLM.from_pretrained(tiny_qwen35, attn_implementation="eager")
     use_decoding_attention(eager)
     assert eager.config._attn_implementation == "eager"  # a chosen attention is left as it is
+
+
+def test_a_grpo_step_decodes_through_span_gqa_with_trls_end_tokens(tiny_qwen35, tmp_path, episode_grpo_trainer, monkeypatch):
+    """The path ``compile_generation`` takes on CUDA, run here under the interpreter: the trainer's
+    model switched to span GQA, one real GRPO step of a multi-turn env (count-test: three rounds
+    through TRL's ``_generate_single_turn``) decodes every round through the kernel, with the
+    finished-row wrapper active and holding the end tokens of TRL's generation config."""
+    import torch
+
+    from rlplugs.adapters.trl import span_gqa
+
+    _, _, trainer = episode_grpo_trainer(
+        tiny_qwen35, "count-test", {"rows": 4}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=1,
+        compile_generation=True,
+    )  # fmt: skip
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    span_gqa.use_span_gqa(model)
+    wrapper = model.generate.__self__
+    calls = []
+    span = span_gqa.span_attention
+    monkeypatch.setattr(span_gqa, "span_attention",
+                        lambda q, *rest: calls.append((q.shape[0], wrapper.prompt_len, wrapper.eos.tolist())) or span(q, *rest))  # fmt: skip
+    trainer.train()
+    eos = trainer.generation_config.eos_token_id
+    eos = [eos] if isinstance(eos, int) else list(eos)
+    assert len(calls) >= 3 * 5  # three rounds of up to 6 new tokens: 5 decoding steps each at least
+    assert {c[0] for c in calls} == {4} and all(c[1] is not None and c[2] == eos for c in calls)
+    assert {c[1] for c in calls} == {trainer.pad_to_multiple_of}  # every round's prompts padded to the bucket
+    assert torch.isfinite(torch.tensor(trainer.state.log_history[0]["loss"]))
