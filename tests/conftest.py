@@ -137,6 +137,51 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
 
 
 @pytest.fixture(scope="session")
+def decoding_step_inputs():
+    """``make(model, batch)``: one decoding step's inputs for the first grouped-query layer of
+    ``model`` over a 300-slot cache, ``(layer, query, key, value, mask)``, random, the mask empty."""
+
+    def make(model, batch: int):
+        import torch
+
+        layer = next(m for m in model.modules() if getattr(m, "num_key_value_groups", 1) > 1)
+        kv_heads = model.config.get_text_config().num_key_value_heads
+        query = torch.randn(batch, kv_heads * layer.num_key_value_groups, 1, layer.head_dim)
+        key, value = (torch.randn(batch, kv_heads, 300, layer.head_dim) for _ in range(2))
+        return layer, query, key, value, torch.zeros(batch, 1, 1, 300, dtype=torch.bool)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def one_row_ends_early():
+    """Greedy static-cache generation for the decoding-attention tests: ``make(model)`` draws 3
+    prompts of 12 tokens (row 0 left-padded by 4, an end token hidden under its padding) and picks
+    as the end token row 1's fourth generated token, so row 1 ends early and the others run on.
+    Returns ``(greedy, eos, want)``: ``greedy(eos)`` generates 40 tokens, ``want`` is that under
+    the model's attention at the time of the call."""
+
+    def make(model):
+        import torch
+
+        ids = torch.randint(5, 1000, (3, 12))
+        attention = torch.ones_like(ids)
+        attention[0, :4] = 0
+
+        def greedy(eos=None):
+            return model.generate(ids, attention_mask=attention, max_new_tokens=40, do_sample=False, pad_token_id=0,
+                                  eos_token_id=eos, cache_implementation="static", disable_compile=True)  # fmt: skip
+
+        eos = int(greedy()[1, 12 + 3])
+        ids[0, 0] = eos  # under row 0's padding: a prompt's end-of-sequence token ends nothing
+        want = greedy(eos)
+        assert (want[1, 12:] == 0).any() and not (want[0, 12:] == 0).all()
+        return greedy, eos, want
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def run_rollout():
     """Call a trainer's episode ``rollout_func`` on dataset rows, as TRL would mid-step."""
 

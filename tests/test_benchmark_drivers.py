@@ -84,7 +84,8 @@ def test_decode_profile_decodes_its_steps_over_a_static_cache_of_the_length_it_n
     assert decoding and all(60 <= k <= 64 for k in decoding), decoding
 
 
-def test_block_decoding_reads_only_filled_blocks_of_live_rows_and_changes_no_token(benchmarks_path, monkeypatch, tiny_qwen35):
+def test_block_decoding_reads_only_filled_blocks_of_live_rows_and_changes_no_token(benchmarks_path, monkeypatch, tiny_qwen35,
+                                                                                  decoding_step_inputs, one_row_ends_early):
     """block_decoding.py (the experimental ``blocks`` mode): compiled, one decoding step over a
     cache that does not fill its last block gives SDPA's output on live rows and zeros on a row
     whose mask is empty; in greedy static-cache generation of the tiny Qwen3.5 a row that ends
@@ -99,11 +100,7 @@ def test_block_decoding_reads_only_filled_blocks_of_live_rows_and_changes_no_tok
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=torch.float32, attn_implementation="sdpa").eval()
-    layer = next(m for m in model.modules() if getattr(m, "num_key_value_groups", 1) > 1)
-    batch, cache, dim = 3, 300, layer.head_dim
-    query = torch.randn(batch, 4, 1, dim)
-    key, value = torch.randn(batch, 2, cache, dim), torch.randn(batch, 2, cache, dim)
-    mask = torch.zeros(batch, 1, 1, cache, dtype=torch.bool)
+    layer, query, key, value, mask = decoding_step_inputs(model, batch=3)
     mask[..., 10:260] = True  # blocks 0 and 2 partly filled, block 1 whole
     mask[2] = False  # a finished row
     blocks = filled_blocks(mask[:, 0, 0, :])
@@ -114,19 +111,7 @@ def test_block_decoding_reads_only_filled_blocks_of_live_rows_and_changes_no_tok
     torch.testing.assert_close(got[:2], want[:2])
     assert not got[2].any()
 
-    ids = torch.randint(5, 1000, (3, 12))
-    attention = torch.ones_like(ids)
-    attention[0, :4] = 0
-
-    def greedy(eos=None):
-        return model.generate(ids, attention_mask=attention, max_new_tokens=40, do_sample=False, pad_token_id=0,
-                              eos_token_id=eos, cache_implementation="static", disable_compile=True)  # fmt: skip
-
-    free = greedy()
-    eos = int(free[1, 12 + 3])  # row 1's fourth token ends it
-    ids[0, 0] = eos  # under row 0's padding: a prompt's end-of-sequence token ends nothing
-    want = greedy(eos)
-    assert (want[1, 12:] == 0).any() and not (want[0, 12:] == 0).all()
+    greedy, eos, want = one_row_ends_early(model)
     use_block_decoding(model)
     assert isinstance(model.generate.__self__, FinishedRowsMasked)
     read = []

@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("triton", reason="span_gqa's kernel is Triton's")
 
 
-def test_span_gqa_reads_only_each_live_rows_span_and_changes_no_token(monkeypatch, tiny_qwen35):
+def test_span_gqa_reads_only_each_live_rows_span_and_changes_no_token(monkeypatch, tiny_qwen35, decoding_step_inputs,
+                                                                     one_row_ends_early):
     """Compiled, one decoding step gives SDPA's output on rows with gaps inside their span and spans
     that start and end off the 64-slot grid, and zeros on a row whose mask is empty; in greedy
     static-cache generation of the tiny Qwen3.5 a row that ends early has an empty span from then
@@ -25,11 +26,7 @@ def test_span_gqa_reads_only_each_live_rows_span_and_changes_no_token(monkeypatc
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=torch.float32, attn_implementation="sdpa").eval()
-    layer = next(m for m in model.modules() if getattr(m, "num_key_value_groups", 1) > 1)
-    batch, cache, dim = 4, 300, layer.head_dim
-    query = torch.randn(batch, 4, 1, dim)
-    key, value = torch.randn(batch, 2, cache, dim), torch.randn(batch, 2, cache, dim)
-    mask = torch.zeros(batch, 1, 1, cache, dtype=torch.bool)
+    layer, query, key, value, mask = decoding_step_inputs(model, batch=4)
     mask[0, ..., 10:260] = True
     mask[1, ..., :] = True
     mask[2, ..., 70:75] = mask[2, ..., 200] = True  # a gap of 125 slots inside the span
@@ -39,18 +36,7 @@ def test_span_gqa_reads_only_each_live_rows_span_and_changes_no_token(monkeypatc
     torch.testing.assert_close(got[:3], want[:3], atol=1e-5, rtol=1e-4)
     assert not got[3].any()  # row 3: a finished row
 
-    ids = torch.randint(5, 1000, (3, 12))
-    attention = torch.ones_like(ids)
-    attention[0, :4] = 0
-
-    def greedy(eos=None):
-        return model.generate(ids, attention_mask=attention, max_new_tokens=40, do_sample=False, pad_token_id=0,
-                              eos_token_id=eos, cache_implementation="static", disable_compile=True)  # fmt: skip
-
-    free = greedy()
-    eos = int(free[1, 12 + 3])  # row 1's fourth token ends it
-    want = greedy(eos)
-    assert (want[1, 12:] == 0).any() and not (want[0, 12:] == 0).all()
+    greedy, eos, want = one_row_ends_early(model)
     span_gqa.use_span_gqa(model)
     span_gqa.use_span_gqa(model)  # a second switch wraps generate once
     assert isinstance(model.generate.__self__, span_gqa.FinishedRowsMasked)
