@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -215,29 +216,34 @@ def main() -> None:
         "completions_per_step": a.completions, "num_generations": a.num_generations,
         "max_completion_length": a.max_completion_length, "temperature": 0.7, "dtype": "bfloat16",
         "step_s_per_completions": f"step time x {a.completions} / generation batch"}}  # fmt: skip
-    for mode in [m for m in a.modes.split(",") if m]:
-        results["factorio-build"][mode] = run_mode(a, "factorio-build", factorio_args, mode, multi_turn=False)
-    games = {"games": ["wordle"], "seats": "single", "train_per_experiment": rows * a.steps}
-    for mode in [m for m in a.multi_turn_modes.split(",") if m]:
-        results.setdefault("clembench-games", {"turn_tokens": a.turn_tokens, "env_args": games})[mode] = run_mode(
-            a, "clembench-games", games, mode, multi_turn=True
-        )
-    for env in ("factorio-build", "clembench-games"):
-        modes = results.get(env, {})
-        if "plain" in modes:
-            base = modes["plain"]
-            results.setdefault("ratios_vs_plain", {})[env] = {
-                m: {"tok_per_s": round(r["median_later_tok_per_s"] / base["median_later_tok_per_s"], 2),
-                    f"step_time_per_{a.completions}_completions_shorter": round(base["median_later_step_s_per_completions"]
-                                               / r["median_later_step_s_per_completions"], 2)}
-                for m, r in modes.items() if isinstance(r, dict) and "steps" in r and m != "plain"
-            }  # fmt: skip
-    import sys
-
     sys.path.insert(0, str(Path(__file__).parent))
     from result_file import write_result
 
-    write_result(a.out, results, load, key=a.key, shared=False)
+    def save(unfinished: list[str]) -> None:
+        """Write what has run so far: a run cut off (a device lease ending) keeps its finished modes."""
+        for env in ("factorio-build", "clembench-games"):
+            done = results.get(env, {})
+            if "plain" in done:
+                base = done["plain"]
+                results.setdefault("ratios_vs_plain", {})[env] = {
+                    m: {"tok_per_s": round(r["median_later_tok_per_s"] / base["median_later_tok_per_s"], 2),
+                        f"step_time_per_{a.completions}_completions_shorter": round(base["median_later_step_s_per_completions"]
+                                                   / r["median_later_step_s_per_completions"], 2)}
+                    for m, r in done.items() if isinstance(r, dict) and "steps" in r and m != "plain"
+                }  # fmt: skip
+        results["unfinished_modes"] = unfinished
+        write_result(a.out, results, load, key=a.key, shared=False)
+
+    games = {"games": ["wordle"], "seats": "single", "train_per_experiment": rows * a.steps}
+    runs = [("factorio-build", factorio_args, m, False) for m in a.modes.split(",") if m]
+    runs += [("clembench-games", games, m, True) for m in a.multi_turn_modes.split(",") if m]
+    for i, (env, env_args, mode, multi_turn) in enumerate(runs):
+        if multi_turn:
+            results.setdefault(env, {"turn_tokens": a.turn_tokens, "env_args": games})
+        results[env][mode] = run_mode(a, env, env_args, mode, multi_turn=multi_turn)
+        save([f"{e}:{m}" for e, _, m, _ in runs[i + 1 :]])
+    if not runs:
+        save([])
 
 
 if __name__ == "__main__":
