@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import torch
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
-from transformers import AttentionInterface
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from rlplugs.adapters.trl.packed_gqa import PREFIX, packed_gqa_attention
+from rlplugs.adapters.trl.packed_gqa import PREFIX, packed_gqa_attention, switch_attention
 from rlplugs.adapters.trl.span_gqa import mask_finished_rows
 
 BLOCK_GQA = PREFIX + "block_gqa"
@@ -71,7 +69,5 @@ def block_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch
 def use_block_decoding(model: torch.nn.Module) -> None:
     """Switch ``model`` (SDPA or packed GQA) to :func:`block_gqa_attention`, finished rows masked
     out (``span_gqa.FinishedRowsMasked``)."""
-    AttentionInterface.register(BLOCK_GQA, block_gqa_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(BLOCK_GQA, sdpa_mask)
-    model.set_attn_implementation(BLOCK_GQA)
+    switch_attention(model, BLOCK_GQA, block_gqa_attention)
     mask_finished_rows(model, BLOCK_GQA)

@@ -102,8 +102,13 @@ def switchable(model: torch.nn.Module) -> bool:
 def use_packed_gqa(model: torch.nn.Module) -> None:
     """Switch ``model`` from SDPA (or another of rlplugs' decoding attentions) to
     :func:`packed_gqa_attention` (its masks stay SDPA's)."""
-    if not switchable(model):
-        return
-    AttentionInterface.register(PACKED_GQA, packed_gqa_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(PACKED_GQA, sdpa_mask)
-    model.set_attn_implementation(PACKED_GQA)
+    if switchable(model):
+        switch_attention(model, PACKED_GQA, packed_gqa_attention)
+
+
+def switch_attention(model: torch.nn.Module, name: str, attention) -> None:
+    """Register ``attention`` (transformers' attention-function signature, SDPA's masks) as
+    ``name`` and switch ``model`` to it: how every rlplugs decoding attention is switched on."""
+    AttentionInterface.register(name, attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
+    model.set_attn_implementation(name)

@@ -25,10 +25,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from transformers import AttentionInterface
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from rlplugs.adapters.trl.packed_gqa import PREFIX, packed_gqa_attention
+from rlplugs.adapters.trl.packed_gqa import PREFIX, packed_gqa_attention, switch_attention
 
 SPAN_GQA = PREFIX + "span_gqa"  # its attn_implementation name
 SLOTS = 64  # cache slots per loop iteration
@@ -152,7 +150,5 @@ def mask_finished_rows(model: torch.nn.Module, attention: str) -> None:
 
 def use_span_gqa(model: torch.nn.Module) -> None:
     """Switch ``model`` (SDPA or packed GQA) to :func:`span_gqa_attention`, finished rows masked out."""
-    AttentionInterface.register(SPAN_GQA, span_gqa_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(SPAN_GQA, sdpa_mask)
-    model.set_attn_implementation(SPAN_GQA)
+    switch_attention(model, SPAN_GQA, span_gqa_attention)
     mask_finished_rows(model, SPAN_GQA)
