@@ -94,7 +94,9 @@ def span_gqa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.
     if q_len != 1 or plain or kwargs.get("position_bias") is not None:
         return packed_gqa_attention(module, query, key, value, attention_mask, **kwargs)
     mask = attention_mask[:, 0, -1, :]
-    slot = torch.arange(length, device=mask.device, dtype=torch.int32)
+    # int64 slots: under dynamic shapes ``length`` is an int64 symbol, and Inductor's Triton code for a
+    # reduction over int32 slots mixed with it fails to compile (seen on the H200 in multi-turn steps)
+    slot = torch.arange(length, device=mask.device)
     first = torch.where(mask, slot, length).amin(-1).to(torch.int32)
     end = torch.where(mask, slot + 1, 0).amax(-1).to(torch.int32)
     grouped = query.reshape(batch, key.shape[1], heads // key.shape[1], dim).contiguous()
