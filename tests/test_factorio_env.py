@@ -15,6 +15,7 @@ from fsim import scenes
 from fsim.program_api import World
 from rlplugs.registry import UnknownOptionError, make_env
 from rlplugs.rewards import Sample, weighted_total
+from rlplugs.tools.evaluation import sample_record
 
 log = logging.getLogger(__name__)
 FAST = {"workers": 2, "program_cpu_limit_s": 0.5, "cpu_limit_s": 10, "job_timeout_s": 30.0, "eval_rows": 16, "rows": 64}
@@ -149,3 +150,15 @@ def test_trl_reward_functions_give_the_same_values_as_spec_score(spec):
     assert got["success"] == [e["success"].value for e in expected] == [1.0, 0.0, 0.0, 0.0]
     assert got["validity"] == [e["validity"].value for e in expected] == [1.0, 0.0, 0.0, -1.0]
     assert functions.weights == [1.0, 0.1]
+
+
+def test_evaluation_tells_rows_that_share_one_prompt_apart(spec):
+    """Every row asks the same question and differs in its scenes, so an evaluation's row digest
+    must come from the whole row: a prompt digest made ``rlplugs report`` pool 64 holdout rows into
+    one and collapse its bootstrap interval to a point."""
+    samples = [Sample(prompt=r["prompt"], completion="", row=r, group=i) for i, r in enumerate(spec.dataset("holdout"))]
+    assert len({repr(s.prompt) for s in samples}) == 1
+    digests = [sample_record(s.group, s, {})["row_digest"] for s in samples]
+    assert len(set(digests)) == len(samples)
+    again = [sample_record(s.group, s, {})["row_digest"] for s in samples]
+    assert again == digests

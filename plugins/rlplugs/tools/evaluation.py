@@ -175,16 +175,19 @@ def summarise(spec: EnvSpec, protocol: EvalProtocol, samples: list[Sample], scor
     return summary
 
 
-def row_digest(prompt: Any) -> str:
-    """A short digest of a row's prompt, so two evaluations can tell that they scored the same row."""
-    return hashlib.sha256(json.dumps(prompt, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def row_digest(sample: Sample) -> str:
+    """A short digest of a sample's whole row, so two evaluations can tell that they scored the same
+    row. The prompt alone does not tell rows apart: factorio-build asks every row the same question
+    and varies its scenes, and a prompt digest pooled 64 holdout rows into one in ``rlplugs report``."""
+    content = {"prompt": sample.prompt, "row": sample.row}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def sample_record(index: int, sample: Sample, scores: dict[str, Score]) -> dict[str, Any]:
     record: dict[str, Any] = {
         "index": index,
         "group": sample.group,
-        "row_digest": row_digest(sample.prompt),
+        "row_digest": row_digest(sample),
         "completion": sample.completion,
         "scores": {n: s.value for n, s in scores.items()},
         "unscored_reasons": {n: s.reason for n, s in scores.items() if not s.scored},

@@ -320,7 +320,7 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
 
 def scores_by_row(records: list[dict[str, Any]], split: str, metric: str) -> dict[Any, list[float]]:
     """An evaluation's scored values of ``metric`` on ``split``, by row (unscored samples left out).
-    Rows are keyed by their prompt's digest, so two evaluations share keys only for the same rows;
+    Rows are keyed by their content's digest (prompt and row), so two evaluations share keys only for the same rows;
     folders written before digests were recorded fall back to the row's position."""
     by_row: dict[Any, list[float]] = {}
     for r in records:
