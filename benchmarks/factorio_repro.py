@@ -76,6 +76,9 @@ def parse() -> argparse.Namespace:
                         "a multiple of a step's completions serves that many optimizer steps from one generation")
     p.add_argument("--compile_generation", action="store_true",
                    help="GRPO (its compile_generation) and the evaluations (HFPolicy's) generate with compiled decoding")
+    p.add_argument("--grpo_mask_truncated", action="store_true",
+                   help="leave rollouts that hit the cap out of the loss (TRL's mask_truncated_completions): a program "
+                        "that never closes scores below its group and would push down the prefix it shares with winners")
     p.add_argument("--overhead_steps", type=int, default=6)
     p.add_argument("--overhead_tokens", type=int, default=256)
     p.add_argument("--workers", type=int, default=8, help="factory-sim sandbox workers")
@@ -173,6 +176,8 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], int]:
         cmd += ["--generation_batch_size", str(a.grpo_generation_batch)]
     if a.compile_generation:
         cmd += ["--compile_generation", "true"]
+    if a.grpo_mask_truncated:
+        cmd += ["--mask_truncated_completions", "true"]
     wall = run_logged(cmd, a.out / f"grpo{size}.log", "rlplugs grpo")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
             "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
