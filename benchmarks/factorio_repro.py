@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -159,6 +160,9 @@ def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
             "--report_to", "none", "--gradient_checkpointing", "true", *precision(a)]  # fmt: skip
 
 
+UPDATE_KEYS = ("step", "loss", "grad_norm", "entropy", "clip_ratio/region_mean", "learning_rate")  # every optimizer step
+
+
 def log_history(out: Path) -> list[dict]:
     state = out / "trainer_state.json"
     if state.exists():
@@ -183,7 +187,22 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], int]:
             "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
     history = log_history(out)
     curve = [{k: h[k] for k in keep if k in h} for h in history if "reward" in h]  # one per generation batch
-    return str(out), wall, curve, max((h.get("step", 0) for h in history), default=0)
+    updates = [{k: h[k] for k in UPDATE_KEYS if k in h} for h in history if "grad_norm" in h]
+    return str(out), wall, curve, updates, max((h.get("step", 0) for h in history), default=0)
+
+
+def updates_from_log(path: Path) -> list[dict]:
+    """The per-update records of a GRPO stage whose stage file predates ``updates``: the metric
+    dicts TRL printed to the stage's log, one per optimizer step, in order."""
+    import ast
+
+    found = []
+    for text in re.findall(r"\{'loss'.*?\}", path.read_text() if path.exists() else ""):
+        logged = ast.literal_eval(text)
+        if "grad_norm" in logged:
+            record = {k: float(logged[k]) for k in UPDATE_KEYS if logged.get(k) is not None and k != "step"}
+            found.append({"step": len(found) + 1, **record})
+    return found
 
 
 def overhead(a, model: str) -> dict:
@@ -227,8 +246,9 @@ def stage(a, name: str) -> dict:
         out, wall = sft(a, base, size)
         return {"model": out, "train_wall_s": wall, "eval": evaluate_model(a, out, name)}
     if name.startswith("grpo"):
-        out, wall, curve, steps = grpo(a, str(a.out / f"sft{size}"), size)
-        return {"model": out, "train_wall_s": wall, "steps": steps, "curve": curve, "eval": evaluate_model(a, out, name)}
+        out, wall, curve, updates, steps = grpo(a, str(a.out / f"sft{size}"), size)
+        return {"model": out, "train_wall_s": wall, "steps": steps, "curve": curve, "updates": updates,
+                "eval": evaluate_model(a, out, name)}  # fmt: skip
     if name == "overhead":
         return overhead(a, base)
     raise ValueError(f"unknown stage {name!r}")
@@ -248,57 +268,67 @@ def collect(a) -> None:
     matplotlib.use("Agg")
     stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json"))}
     meta = stages.pop("meta", {})
+    names = [name for name in (*CARD, *DIVERSE_STAGES) if name in stages]
+    comparison = compare_evaluations(a, names, meta)
     table = []
-    for name in (*CARD, *DIVERSE_STAGES):
-        if name in stages:
-            ev = stages[name]["eval"]
-            row = {"stage": name, "validation": ev.get("validation", {}).get("success"),
-                   "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": stages[name].get("steps", 0),
-                   "train_wall_s": round(stages[name].get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD.get(name)}  # fmt: skip
-            if "steps_note" in stages[name]:  # a stage file corrected by hand says how
-                row["steps_note"] = stages[name]["steps_note"]
-            warm = name.replace("grpo", "sft") if name.startswith("grpo") else None
-            if warm in stages and row["holdout"] is not None and stages[warm]["eval"].get("holdout"):
-                row["holdout_gain_over_warm_start"] = round(row["holdout"] - stages[warm]["eval"]["holdout"]["success"], 4)
-                row["holdout_gain_paired_ci95"] = paired_gain_interval(a.out, warm, name)
-            table.append(row)
+    for name in names:
+        ev = stages[name]["eval"]
+        row = {"stage": name, "validation": ev.get("validation", {}).get("success"),
+               "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": stages[name].get("steps", 0),
+               "train_wall_s": round(stages[name].get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD.get(name)}  # fmt: skip
+        if "steps_note" in stages[name]:  # a stage file corrected by hand says how
+            row["steps_note"] = stages[name]["steps_note"]
+        warm = warm_start_of(name)
+        if warm in stages and row["holdout"] is not None and stages[warm]["eval"].get("holdout"):
+            row["holdout_gain_over_warm_start"] = round(row["holdout"] - stages[warm]["eval"]["holdout"]["success"], 4)
+            paired = comparison.get(name, {})
+            row["holdout_gain_paired_ci95"] = [round(x, 4) for x in paired["diff_ci95"]] if paired.get("diff_from") == warm else None
+        table.append(row)
     settings = {k: v for k, v in meta.get("settings", {}).items() if k not in ("stages", "out", "collect", "result")}
     result = {"table": table, "model": meta.get("model"), "device": meta.get("device"), "settings": settings,
               "grpo_overhead_ratio": stages.get("overhead", {}).get("grpo_overhead_ratio"),
               "overhead": stages.get("overhead"), "not_run": [s for s in (*CARD, "overhead") if s not in stages],
               "curves": {k: v["curve"] for k, v in stages.items() if "curve" in v},
+              "updates": {k: v.get("updates") or updates_from_log(a.out / f"{k}.log") for k, v in stages.items() if "curve" in v},
               "stage_commands": stage_commands(a.out)}  # fmt: skip
     dest = Path("benchmarks/results")
     dest.mkdir(parents=True, exist_ok=True)
     (dest / f"{a.result}.json").write_text(json.dumps(result, indent=2) + "\n")
     plot(result, dest / f"{a.result}.png")
-    evals = [a.out / f"eval-{row['stage']}" for row in table if (a.out / f"eval-{row['stage']}" / "report.json").exists()]
-    if evals:  # the same table and picture any set of evaluations gets, with intervals
-        subprocess.run(rlplugs_cli("report", *map(str, evals), "--labels", ",".join(p.name.removeprefix("eval-") for p in evals),
-                        "--out", str(a.out / "report"), "--title", f"factorio-build, {result['model'].split(' (')[0]}"), check=True)  # fmt: skip
+    if comparison:
         for suffix in ("json", "png"):
             (dest / f"{a.result}_evals.{suffix}").write_bytes((a.out / "report" / f"comparison.{suffix}").read_bytes())
     log.info("wrote %s", dest / f"{a.result}.json")
 
 
-def paired_gain_interval(out: Path, before: str, after: str) -> list[float] | None:
-    """95% interval of the holdout gain from stage ``before`` to ``after``, resampling the same
-    rows for both (they are scored on the same rows); None without both sample files."""
-    from rlplugs.tools.report import load_run, paired_difference, scores_by_row
+def warm_start_of(stage: str) -> str | None:
+    """The SFT stage a GRPO stage starts from (``grpo93`` -> ``sft93``)."""
+    return stage.replace("grpo", "sft") if stage.startswith("grpo") else None
 
-    folders = [out / f"eval-{stage}" for stage in (before, after)]
-    if not all((f / "samples.jsonl").exists() for f in folders):
-        return None
-    rows = [scores_by_row(load_run(f)[1], "holdout", "success") for f in folders]
-    gain = paired_difference(*rows) if rows[0].keys() == rows[1].keys() else None
-    return [round(gain[1].low, 4), round(gain[1].high, 4)] if gain else None
+
+def compare_evaluations(a, names: list[str], meta: dict) -> dict[str, dict]:
+    """``rlplugs report`` over the stages' evaluations, each GRPO stage measured from its own warm
+    start (paired, on the same holdout rows): the holdout rows of its table by stage, or {} when
+    no stage left an evaluation folder."""
+    evals = [name for name in names if (a.out / f"eval-{name}" / "report.json").exists()]
+    if not evals:
+        return {}
+    against = ",".join(f"{name}={warm_start_of(name)}" for name in evals if warm_start_of(name) in evals)
+    model = (meta.get("model") or "").split(" (")[0]
+    subprocess.run(rlplugs_cli("report", *(str(a.out / f"eval-{name}") for name in evals), "--labels", ",".join(evals),
+                               "--out", str(a.out / "report"), "--title", f"factorio-build, {model}",
+                               *(["--against", against] if against else [])), check=True)  # fmt: skip
+    table = json.loads((a.out / "report" / "comparison.json").read_text())["table"]
+    return {row["run"]: row for row in table if row["split"] == "holdout"}
 
 
 def plot(result: dict, path: Path) -> None:
-    """Left: success per stage next to the card's; right: mean GRPO reward per step."""
+    """Left: success per stage next to the card's; middle: mean GRPO reward per generation batch;
+    right: the gradient norm of every optimizer step (where a run breaks, it shows first)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right, norms) = plt.subplots(1, 3, figsize=(16, 4))
     names = [r["stage"] for r in result["table"]]
     x = range(len(names))
     for offset, split in ((-0.2, "validation"), (0.2, "holdout")):  # a split not evaluated draws no bar
@@ -318,6 +348,14 @@ def plot(result: dict, path: Path) -> None:
     right.set_ylabel("mean reward of the batch (success + 0.1 validity)")
     right.set_title("GRPO reward per step")
     right.legend()
+    for name, updates in result.get("updates", {}).items():
+        norms.plot([u["step"] for u in updates], [u["grad_norm"] for u in updates], marker=".", label=name)
+    norms.set_yscale("log")
+    norms.xaxis.set_major_locator(MaxNLocator(integer=True))
+    norms.set_xlabel("optimizer step")
+    norms.set_ylabel("gradient norm before clipping to 1.0")
+    norms.set_title("GRPO gradient norm per update")
+    norms.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -70,6 +70,8 @@ def test_report_of_a_component_other_than_success(runs, tmp_path, plugin_env):
         (["{missing}"], "not an evaluation folder"),
         (["{tiny}", "{tiny}", "--labels", "one"], "--labels gives 1 names for 2 runs"),
         (["{broken}"], "is not valid JSON"),
+        (["{tiny}", "--against", "tiny=tinny"], "--against names 'tinny' (did you mean 'tiny'?)"),
+        (["{tiny}", "--against", "tiny"], "--against takes RUN=BASE pairs"),
     ],
 )
 def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plugin_env):
@@ -171,6 +173,19 @@ def test_a_run_on_the_same_rows_gets_its_difference_with_a_paired_interval(runs,
     digests = [{json.loads(line)["row_digest"] for line in (runs / n / "samples.jsonl").read_text().splitlines()}
                for n in ("tiny", "count-ref")]  # fmt: skip
     assert digests[0] == digests[1] and len(digests[0]) == tiny["rows"]  # paired on the rows' content
+
+
+def test_against_measures_a_run_from_the_base_it_names(runs, tmp_path, plugin_env):
+    """Two chains in one table: run c (the tiny model again) measured from b (the reference), not
+    from a (the first run on these rows, where its difference would be exactly 0)."""
+    out = rlplugs("report", str(runs / "tiny"), str(runs / "count-ref"), str(runs / "tiny"), "--labels", "a,b,c",
+                  "--against", "c=b", "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    a, b, c = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["table"]
+    assert (a["diff_from"], b["diff_from"], c["diff_from"]) == (None, "a", "b")
+    assert b["diff"] == pytest.approx(1.0 - a["mean"]) and c["diff"] == pytest.approx(a["mean"] - 1.0)
+    assert c["diff_ci95"] == pytest.approx([-x for x in reversed(b["diff_ci95"])])
+    assert difference_text(c).endswith(" vs b") and "vs b" in out.stdout
 
 
 def test_rows_are_told_apart_by_content_not_position():

@@ -154,6 +154,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_pair(text: str, flag: str) -> tuple[str, str]:
+    """``RUN=BASE`` as ``(RUN, BASE)``; anything else is a usage error naming ``flag``."""
+    from rlplugs.errors import UsageError
+
+    run, sep, base = (x.strip() for x in text.partition("="))
+    if not (sep and run and base):
+        raise UsageError(f"{flag} takes RUN=BASE pairs separated by commas, not {text!r}")
+    return run, base
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from rich.table import Table
 
@@ -161,9 +171,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rlplugs.tools.report import difference_text, write_comparison
 
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
-    table = write_comparison(args.runs, writable_dir(args.out, "--out"), labels, args.metric, args.title or "")
+    against = dict(parse_pair(x, "--against") for x in args.against.split(",")) if args.against else None
+    table = write_comparison(args.runs, writable_dir(args.out, "--out"), labels, args.metric, args.title or "", against)
     shown = Table("run", "env", "policy", "split", "metric", "rows", "mean", "95% interval",
-                  "vs first run on these rows (paired 95%)", title=f"written to {args.out}")
+                  "difference (paired 95%)", title=f"written to {args.out}")
     for r in table:
         ci = f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" if r["ci95"] else "n/a"
         mean = "n/a" if r["mean"] is None else f"{r['mean']:.3f}"
@@ -213,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", help="comma-separated names of the runs (default: folder names)")
     p.add_argument("--metric", help="reward component to compare (default: each env's success component)")
     p.add_argument("--title", help="title of the picture")
+    p.add_argument("--against", metavar="RUN=BASE,...",
+                   help="measure each RUN from BASE (paired) instead of from the first run on its rows, "
+                        "e.g. grpo93=sft93,grpo800=sft800 for two training chains in one table")  # fmt: skip
     p.set_defaults(func=cmd_report)
 
     for command in TRAINING_COMMANDS:

@@ -281,13 +281,16 @@ def bootstrap_interval(statistic: Callable[[Sequence[int]], float | None], size:
     return BootstrapInterval(*_percentile_interval(scored), unscored=len(values) - len(scored))
 
 
-def compare_runs(folders: list[str | Path], labels: list[str] | None = None, metric: str | None = None) -> list[dict[str, Any]]:
+def compare_runs(folders: list[str | Path], labels: list[str] | None = None, metric: str | None = None,
+                 against: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One row per (evaluation, split): the metric's mean over scored samples and its row-bootstrap
     interval. ``metric`` defaults to each run's success component. A run scored on the same rows
     of the same env and split as an earlier one also gets its difference from the first of those
-    (``diff``) with a *paired* interval (``diff_ci95``: each resample draws the same rows for
-    both), which is what says whether a training stage moved the score."""
-    from rlplugs.errors import UsageError
+    (``diff``, from run ``diff_from``) with a *paired* interval (``diff_ci95``: each resample draws
+    the same rows for both), which is what says whether a training stage moved the score.
+    ``against`` names another base per run (``{"grpo800": "sft800"}``): several training chains in
+    one table, each stage measured from its own start."""
+    from rlplugs.errors import UsageError, did_you_mean
 
     if labels is not None and len(labels) != len(folders):
         raise UsageError(f"--labels gives {len(labels)} names for {len(folders)} runs; give one per run")
@@ -309,12 +312,20 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
                 "ci95": list(interval) if interval else None,
             })  # fmt: skip
             rows_of.append(by_row)
+    against = against or {}
+    names = list(dict.fromkeys(e["run"] for e in table))
+    for name in [*against, *against.values()]:
+        if name not in names:
+            raise UsageError(f"--against names {did_you_mean([name], names)}, which is none of the runs: {', '.join(names)}")
     for entry, by_row in zip(table, rows_of):
         same = (entry["env"], entry["split"], entry["metric"])
-        first = next(j for j, e in enumerate(table) if (e["env"], e["split"], e["metric"]) == same)
-        paired = table[first] is not entry and rows_of[first].keys() == by_row.keys()
-        diff = paired_difference(rows_of[first], by_row) if paired else None
+        base_run = against.get(entry["run"])
+        base = next((j for j, e in enumerate(table) if (e["env"], e["split"], e["metric"]) == same
+                     and (base_run is None or e["run"] == base_run)), None)  # fmt: skip
+        paired = base is not None and table[base] is not entry and rows_of[base].keys() == by_row.keys()
+        diff = paired_difference(rows_of[base], by_row) if paired else None
         entry["diff"], entry["diff_ci95"] = (diff[0], [diff[1].low, diff[1].high]) if diff else (None, None)
+        entry["diff_from"] = table[base]["run"] if diff else None
     return table
 
 
@@ -352,11 +363,11 @@ def paired_difference(before: dict[Any, list[float]], after: dict[Any, list[floa
 
 
 def difference_text(entry: dict[str, Any]) -> str:
-    """``+0.152 [+0.086, +0.217]``, or empty for a run with no earlier run on its rows."""
+    """``+0.152 [+0.086, +0.217] vs sft93``, or empty for a run with no base on its rows."""
     if entry.get("diff") is None:
         return ""
     low, high = entry["diff_ci95"]
-    return f"{entry['diff']:+.3f} [{low:+.3f}, {high:+.3f}]"
+    return f"{entry['diff']:+.3f} [{low:+.3f}, {high:+.3f}] vs {entry['diff_from']}"
 
 
 def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str:
@@ -366,7 +377,7 @@ def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str
         "Means over scored samples; 95% intervals from 2000 row-bootstrap resamples (whole rows resampled).",
         "",
         "| run | env | policy | split | metric | rows | samples (scored) | mean | 95% interval | "
-        "difference from the first run on these rows [paired 95% interval] |",
+        "difference [paired 95% interval] from the first run on these rows or the run --against names |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
@@ -411,9 +422,9 @@ def plot_comparison(table: list[dict[str, Any]], path: Path, title: str = "") ->
 
 
 def write_comparison(folders: list[str | Path], out: Path, labels: list[str] | None = None, metric: str | None = None,
-                     title: str = "") -> list[dict[str, Any]]:  # fmt: skip
+                     title: str = "", against: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """``comparison.json``, ``comparison.md`` and ``comparison.png`` for several evaluations."""
-    table = compare_runs(folders, labels, metric)
+    table = compare_runs(folders, labels, metric, against)
     out.mkdir(parents=True, exist_ok=True)
     picture = plot_comparison(table, out / "comparison.png", title)
     (out / "comparison.json").write_text(json.dumps({"runs": [str(f) for f in folders], "table": table}, indent=2) + "\n")
