@@ -72,6 +72,7 @@ def test_report_of_a_component_other_than_success(runs, tmp_path, plugin_env):
         (["{broken}"], "is not valid JSON"),
         (["{tiny}", "--against", "tiny=tinny"], "--against names 'tinny' (did you mean 'tiny'?)"),
         (["{tiny}", "--against", "tiny"], "--against takes RUN=BASE pairs"),
+        (["{tiny}", "{letters}", "--against", "letters-ref=tiny"], "--against letters-ref=tiny: no split"),
     ],
 )
 def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plugin_env):
@@ -79,7 +80,8 @@ def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plug
     broken.mkdir()
     (broken / "report.json").write_text("{not json")
     (broken / "samples.jsonl").write_text("")
-    paths = {"missing": str(tmp_path / "nope"), "tiny": str(runs / "tiny"), "broken": str(broken)}
+    paths = {"missing": str(tmp_path / "nope"), "tiny": str(runs / "tiny"), "broken": str(broken),
+             "letters": str(runs / "letters-ref")}
     out = rlplugs("report", *[a.format(**paths) for a in args], "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=120)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
 

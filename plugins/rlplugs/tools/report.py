@@ -326,6 +326,10 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
         diff = paired_difference(rows_of[base], by_row) if paired else None
         entry["diff"], entry["diff_ci95"] = (diff[0], [diff[1].low, diff[1].high]) if diff else (None, None)
         entry["diff_from"] = table[base]["run"] if diff else None
+    for run, base_run in against.items():
+        if not any(e["run"] == run and e["diff_from"] == base_run for e in table):
+            raise UsageError(f"--against {run}={base_run}: no split of the same env has both scored on the same rows, "
+                             "so there is no paired difference; pair runs evaluated on the same rows")  # fmt: skip
     return table
 
 
