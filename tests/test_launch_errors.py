@@ -43,6 +43,12 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--compile_generation", "true",
                          "--use_transformers_continuous_batching", "true"],
      "--compile_generation speeds up plain generate"),
+    ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--sampling_logprobs", "true",
+                     "--top_p", "0.9"],
+     "--sampling_logprobs records temperature sampling only, and top_p=0.9 would reshape the distribution"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--sampling_logprobs", "true",
+                         "--use_vllm", "true"],
+     "--sampling_logprobs records plain generate's log-probabilities; vLLM returns its own"),
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--max_stpes", "1"],
      "unknown option --max_stpes (did you mean --max_steps"),
 ]  # fmt: skip

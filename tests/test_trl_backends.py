@@ -138,6 +138,38 @@ def test_compiled_generation_under_mixed_precision_decodes_on_a_synced_half_prec
     assert all(torch.equal(v, trained[k].to(torch.bfloat16)) for k, v in copy.state_dict().items())
 
 
+def test_sampling_logprobs_are_the_samplers_own_and_their_gap_to_the_trainers_is_logged(
+    tiny_qwen35, tmp_path, episode_grpo_trainer
+):
+    """Compiled generation (static cache, packed GQA) of a multi-turn env at T = 0.7, one
+    generation batch serving two updates so that TRL computes the trainer's old log-probabilities:
+    the recorded ones are the sampler's at the same temperature, so in float32 the logged gap is
+    float noise. Recorded one token late or without the temperature, it would be far larger."""
+    spec, _, trainer = episode_grpo_trainer(
+        tiny_qwen35, "count-test", {"rows": 8}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=2,
+        compile_generation=True, sampling_logprobs=True, temperature=0.7, generation_batch_size=8,
+    )  # fmt: skip
+    outputs = []
+    score = trainer._generate_and_score_completions
+    trainer._generate_and_score_completions = lambda inputs: outputs.append(score(inputs)) or outputs[-1]
+    trainer.train()
+    (output,) = outputs  # one generation for both updates
+    sampled, old = output["sampling_per_token_logps"], output["old_per_token_logps"]
+    mask = output["completion_mask"] * output["tool_mask"]  # the model's tokens (env text carries 0.0)
+    assert mask.sum() > 40 and (sampled[mask.bool()] < 0).all()
+    torch.testing.assert_close(sampled * mask, old * mask, atol=1e-4, rtol=0)
+    (logged,) = [h for h in trainer.state.log_history if "sampling/logp_gap/mean" in h]
+    assert 0 <= logged["sampling/logp_gap/mean"] <= logged["sampling/logp_gap/max"] < 1e-4
+
+
+def test_sampling_logprobs_refuse_warpers_after_temperature(tiny_qwen35, tmp_path, episode_grpo_trainer):
+    with pytest.raises(ValueError, match="temperature sampling only, and top_k=5 would reshape"):
+        episode_grpo_trainer(
+            tiny_qwen35, "count-test", {"rows": 4}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=1,
+            sampling_logprobs=True, top_k=5,
+        )  # fmt: skip
+
+
 def test_compile_generation_refuses_other_backends(tiny_qwen35, tmp_path, episode_grpo_trainer):
     with pytest.raises(ValueError, match="compile_generation speeds up plain generate"):
         episode_grpo_trainer(

@@ -101,6 +101,14 @@ class EnvGRPOScriptArguments(GRPOScriptArguments, EnvArguments):
             "prompts bucketed by --pad_to_multiple_of (default 256); compiles once per bucket, CUDA only."
         },
     )
+    sampling_logprobs: bool = field(
+        default=False,
+        metadata={
+            "help": "Plain generate (no vLLM): record the sampler's log-probability of each token it draws "
+            "(temperature sampling only), as vLLM returns them: TRL's off_policy_mask_threshold then uses them, and "
+            "the log shows their gap to the trainer's (sampling/logp_gap/mean, max) where TRL computes old log-probs."
+        },
+    )
     max_episode_turns: int = field(
         default=256,
         metadata={"help": "Multi-turn environments: stop an episode that has not ended after this many turns."},
@@ -292,11 +300,11 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
 
 
 def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args) -> None:
-    """The per-turn cap and the compile switch must be ones the chosen generation backend reads
+    """The per-turn cap, the compile switch and sampling_logprobs must be ones the chosen generation backend reads
     (:func:`~rlplugs.adapters.trl.rollout.turn_cap_name`): each backend would ignore or reject
     the other's name for the cap."""
     from rlplugs.adapters.trl.rollout import turn_cap_name
-    from rlplugs.adapters.trl.trainer import COMPILE_CONFLICT
+    from rlplugs.adapters.trl.trainer import COMPILE_CONFLICT, sampling_logprobs_conflict
 
     vllm = training_args.use_vllm
     wrong, right = turn_cap_name(not vllm), turn_cap_name(vllm)
@@ -305,6 +313,9 @@ def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args)
         raise LaunchError(f"generation_kwargs '{wrong}' is not a {backend} option: name the per-turn cap '{right}'")
     if script_args.compile_generation and (vllm or training_args.use_transformers_continuous_batching):
         raise LaunchError(f"--{COMPILE_CONFLICT}")
+    refused = sampling_logprobs_conflict(training_args) if script_args.sampling_logprobs else None
+    if refused:
+        raise LaunchError(f"--{refused}")
 
 
 def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) -> ParsedTraining:

@@ -98,6 +98,7 @@ def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset
         rollout_func=make_episode_rollout(spec, script_args.max_episode_turns) if spec.multi_turn else None,
         filter_zero_spread_groups=script_args.filter_zero_spread_groups,
         compile_generation=script_args.compile_generation,
+        sampling_logprobs=script_args.sampling_logprobs,
     )
     train_and_save(trainer, training_args, spec)
     summary = rewards.ledger.summary()

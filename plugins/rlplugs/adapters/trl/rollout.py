@@ -145,8 +145,9 @@ class EpisodeRollout:
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("episode rollouts need the batch rows: train with rlplugs.adapters.trl.trainer.EnvGRPOTrainer")
         episodes = [start_episode(self.spec.episodes, dict(row)) for row in rows]
+        sampled = self.trainer.use_vllm or self.trainer.sampling_logprobs  # the backend returns logprobs
         records = [
-            _SeatRecord(seat=row.get("seat") or ep.trained_seats[0], logprobs=[] if self.trainer.use_vllm else None)
+            _SeatRecord(seat=row.get("seat") or ep.trained_seats[0], logprobs=[] if sampled else None)
             for row, ep in zip(rows, episodes)
         ]
         for turn in itertools.count():

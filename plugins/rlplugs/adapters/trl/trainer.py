@@ -1,4 +1,4 @@
-"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the four things rlplugs adds around its generation step.
+"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the five things rlplugs adds around its generation step.
 
 1. **Zero-spread filter** (``filter_zero_spread_groups``). A group whose rewards are all equal has
    zero advantage everywhere, so it contributes no gradient; yet TRL keeps its tokens in the loss
@@ -38,12 +38,20 @@
    (:mod:`rlplugs.adapters.trl.generation_copy`). CUDA only: elsewhere the static cache runs
    uncompiled.
 
+5. **Sampler log-probabilities** (``sampling_logprobs``). TRL receives the sampler's own
+   log-probability of each drawn token from vLLM only; with plain or compiled ``generate`` it has
+   none, so it can neither measure nor mask how far the decoding path strays from the trained
+   policy. :mod:`rlplugs.adapters.trl.sampling_logprobs` records them during ``generate``; they
+   reach TRL as vLLM's do, and the trainer logs their gap to its own (``sampling/logp_gap/*``).
+
 Reward functions with a ``bind`` attribute (:class:`rlplugs.adapters.trl.rewards.EnvRewardFunctions`) are
 bound to the trainer so group components know the process layout.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -52,6 +60,7 @@ from trl import GRPOTrainer
 
 from rlplugs.adapters.trl.generation_copy import NEEDS_WHOLE_WEIGHTS, GenerationCopy
 from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_decoding_attention
+from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate, unsupported_warpers
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
@@ -59,6 +68,19 @@ COMPILE_CONFLICT = (
     "compile_generation speeds up plain generate; it does not apply with use_vllm or "
     "use_transformers_continuous_batching: drop one of them"
 )
+
+
+def sampling_logprobs_conflict(args: Any, generation_config: Any = None) -> str | None:
+    """Why ``sampling_logprobs`` cannot run with these settings (TRL's ``GRPOConfig`` and, once the
+    trainer has made it, its generation config), or None."""
+    if args.use_vllm or args.use_transformers_continuous_batching:
+        return ("sampling_logprobs records plain generate's log-probabilities; vLLM returns its own and "
+                "continuous batching none: drop sampling_logprobs or the other backend")  # fmt: skip
+    warpers = unsupported_warpers(args) + (unsupported_warpers(generation_config) if generation_config is not None else [])
+    if warpers:
+        return (f"sampling_logprobs records temperature sampling only, and {', '.join(dict.fromkeys(warpers))} "
+                "would reshape the distribution after it: leave those at their defaults or drop sampling_logprobs")  # fmt: skip
+    return None
 
 
 def without_unweighted_totals(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -98,19 +120,25 @@ def zero_spread_rows(
 
 
 class EnvGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer plus an optional zero-spread filter, compiled generation and row access for
-    rollout functions."""
+    """GRPOTrainer plus an optional zero-spread filter, compiled generation, sampler
+    log-probabilities and row access for rollout functions."""
 
     def __init__(
-        self, *args: Any, filter_zero_spread_groups: bool = False, compile_generation: bool = False, **kwargs: Any
-    ):
+        self, *args: Any, filter_zero_spread_groups: bool = False, compile_generation: bool = False,
+        sampling_logprobs: bool = False, **kwargs: Any,
+    ):  # fmt: skip
         super().__init__(*args, **kwargs)
         self.filter_zero_spread_groups = filter_zero_spread_groups
         self.compile_generation = compile_generation
+        self.sampling_logprobs = sampling_logprobs
         self._generation_dtype: torch.dtype | None = None  # set when generation decodes on a copy
         self._generation_copy: GenerationCopy | None = None
         if compile_generation:
             self._enable_compiled_generation()
+        if sampling_logprobs:
+            refused = sampling_logprobs_conflict(self.args, getattr(self, "generation_config", None))
+            if refused:
+                raise ValueError(refused)
         self.rollout_rows: list[dict[str, Any]] | None = None
         self._zero_spread: torch.Tensor | None = None
         for func in self.reward_funcs:
@@ -134,15 +162,28 @@ class EnvGRPOTrainer(GRPOTrainer):
         self._generation_dtype = autocast
 
     def _generate_single_turn(self, *args: Any, **kwargs: Any):
-        """TRL's generation, on the half-precision copy when there is one (see ``generation_copy``)."""
-        if self._generation_dtype is None:
-            return super()._generate_single_turn(*args, **kwargs)
+        """TRL's generation, on the half-precision copy when there is one (see ``generation_copy``),
+        returning the sampler's log-probabilities with ``sampling_logprobs``."""
+        with self._generating_model() as model:
+            if not self.sampling_logprobs:
+                return super()._generate_single_turn(*args, **kwargs)
+            with RecordedGenerate(model, self.temperature) as recorded:
+                completion_ids, _ = super()._generate_single_turn(*args, **kwargs)
+            return completion_ids, [lp[: len(ids)] for lp, ids in zip(recorded.logprobs.tolist(), completion_ids)]
+
+    @contextlib.contextmanager
+    def _generating_model(self) -> Iterator[torch.nn.Module]:
+        """The module TRL's generation calls ``generate`` on: the synced half-precision copy, put in
+        ``self.model_wrapped`` (where TRL looks) for the duration, or else the trained model."""
         model = self.accelerator.unwrap_model(self.model)
+        if self._generation_dtype is None:
+            yield model
+            return
         if self._generation_copy is None:
             self._generation_copy = GenerationCopy(model, self._generation_dtype)
         trained, self.model_wrapped = self.model_wrapped, self._generation_copy.sync(model, self.state.global_step)
-        try:  # TRL generates from self.model_wrapped
-            return super()._generate_single_turn(*args, **kwargs)
+        try:
+            yield self.model_wrapped
         finally:
             self.model_wrapped = trained
 
@@ -166,10 +207,27 @@ class EnvGRPOTrainer(GRPOTrainer):
             output = super()._generate_and_score_completions(inputs)
         finally:
             self.rollout_rows = None
+        if self.sampling_logprobs:
+            self._log_sampling_gap(output)
         if self._zero_spread is not None:
             output = self._leave_out_of_loss(output, self._zero_spread)
             self._zero_spread = None
         return output
+
+    def _log_sampling_gap(self, output: dict[str, Any]) -> None:
+        """``sampling/logp_gap/{mean,max}``: how far the sampler's log-probabilities of its tokens
+        lie from the trainer's, over the tokens in the loss of all processes. Logged where TRL
+        computes the trainer's (``old_per_token_logps``: a generation batch that serves several
+        updates, or ``num_iterations`` > 1); on-policy steps use the live ones, which TRL keeps to itself."""
+        old, sampled = output.get("old_per_token_logps"), output.get("sampling_per_token_logps")
+        if old is None or sampled is None:
+            return
+        mask = output["completion_mask"] if output.get("tool_mask") is None else output["completion_mask"] * output["tool_mask"]
+        gap = (old - sampled).abs() * mask
+        total, count = self.accelerator.gather(torch.stack([gap.sum(), mask.sum().to(gap.dtype)]).unsqueeze(0)).sum(0)
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["sampling/logp_gap/mean"].append((total / count.clamp(min=1)).item())
+        self._metrics[mode]["sampling/logp_gap/max"].append(self.accelerator.gather(gap.max().reshape(1)).max().item())
 
     def _leave_out_of_loss(self, output: dict[str, Any], global_rows: torch.Tensor) -> dict[str, Any]:
         """Zero the loss masks of this process's zero-spread rows; recount the global tokens."""
