@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -80,6 +81,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--grpo_mask_truncated", action="store_true",
                    help="leave rollouts that hit the cap out of the loss (TRL's mask_truncated_completions): a program "
                         "that never closes scores below its group and would push down the prefix it shares with winners")
+    p.add_argument("--grpo_args", default="",
+                   help="further `rlplugs grpo` (TRL GRPOConfig) flags for the GRPO stages, one string, e.g. "
+                        "\"--scale_rewards batch --max_grad_norm 0.5\"; TRL refuses unknown ones")
     p.add_argument("--overhead_steps", type=int, default=6)
     p.add_argument("--overhead_tokens", type=int, default=256)
     p.add_argument("--workers", type=int, default=8, help="factory-sim sandbox workers")
@@ -182,6 +186,7 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], int]:
         cmd += ["--compile_generation", "true"]
     if a.grpo_mask_truncated:
         cmd += ["--mask_truncated_completions", "true"]
+    cmd += shlex.split(a.grpo_args)
     wall = run_logged(cmd, a.out / f"grpo{size}.log", "rlplugs grpo")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
             "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
