@@ -170,6 +170,22 @@ def test_sampling_logprobs_refuse_warpers_after_temperature(tiny_qwen35, tmp_pat
         )  # fmt: skip
 
 
+def test_sampling_logprobs_see_the_warpers_generate_takes_from_the_models_own_config(tmp_path):
+    """``generate`` fills what TRL's generation config leaves None from the model's: a model whose
+    config sets min-p would sample through a warper the recorder never sees. TRL's explicit
+    top_k=0 and top_p=1.0 stay, whatever the model's config says."""
+    from transformers import GenerationConfig
+    from trl import GRPOConfig
+
+    from rlplugs.adapters.trl.trainer import sampling_logprobs_conflict
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none")
+    trl_config = GenerationConfig(top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, temperature=0.7, do_sample=True)
+    assert sampling_logprobs_conflict(args, trl_config, GenerationConfig(top_k=20, top_p=0.95)) is None
+    refused = sampling_logprobs_conflict(args, trl_config, GenerationConfig(min_p=0.05))
+    assert refused is not None and "min_p=0.05 would reshape the distribution" in refused
+
+
 def test_compile_generation_refuses_other_backends(tiny_qwen35, tmp_path, episode_grpo_trainer):
     with pytest.raises(ValueError, match="compile_generation speeds up plain generate"):
         episode_grpo_trainer(

@@ -25,10 +25,17 @@ OTHER_WARPERS = {"top_k": (None, 0), "top_p": (None, 1.0), "min_p": (None,), "ty
                  "epsilon_cutoff": (None, 0.0), "eta_cutoff": (None, 0.0), "top_h": (None,)}  # fmt: skip
 
 
-def unsupported_warpers(config: Any) -> list[str]:
+def unsupported_warpers(config: Any, defaults: Any = None) -> list[str]:
     """The sampling warpers besides temperature that ``config`` (a generation config or TRL's
-    GRPOConfig) turns on, as ``name=value``."""
-    return [f"{name}={getattr(config, name)}" for name, off in OTHER_WARPERS.items() if getattr(config, name, None) not in off]
+    GRPOConfig) turns on, as ``name=value``. ``generate`` fills a field the passed config leaves
+    None from the model's own generation config, given as ``defaults``."""
+    found = []
+    for name, off in OTHER_WARPERS.items():
+        value = getattr(config, name, None)
+        value = getattr(defaults, name, None) if value is None else value
+        if value not in off:
+            found.append(f"{name}={value}")
+    return found
 
 
 class SampledLogprobs(LogitsProcessor):

@@ -70,13 +70,14 @@ COMPILE_CONFLICT = (
 )
 
 
-def sampling_logprobs_conflict(args: Any, generation_config: Any = None) -> str | None:
+def sampling_logprobs_conflict(args: Any, generation_config: Any = None, model_defaults: Any = None) -> str | None:
     """Why ``sampling_logprobs`` cannot run with these settings (TRL's ``GRPOConfig`` and, once the
-    trainer has made it, its generation config), or None."""
+    trainer has made them, its generation config over the model's own), or None."""
     if args.use_vllm or args.use_transformers_continuous_batching:
         return ("sampling_logprobs records plain generate's log-probabilities; vLLM returns its own and "
                 "continuous batching none: drop sampling_logprobs or the other backend")  # fmt: skip
-    warpers = unsupported_warpers(args) + (unsupported_warpers(generation_config) if generation_config is not None else [])
+    generated = unsupported_warpers(generation_config, model_defaults) if generation_config is not None else []
+    warpers = unsupported_warpers(args) + generated
     if warpers:
         return (f"sampling_logprobs records temperature sampling only, and {', '.join(dict.fromkeys(warpers))} "
                 "would reshape the distribution after it: leave those at their defaults or drop sampling_logprobs")  # fmt: skip
@@ -136,7 +137,8 @@ class EnvGRPOTrainer(GRPOTrainer):
         if compile_generation:
             self._enable_compiled_generation()
         if sampling_logprobs:
-            refused = sampling_logprobs_conflict(self.args, getattr(self, "generation_config", None))
+            model_defaults = self.accelerator.unwrap_model(self.model).generation_config
+            refused = sampling_logprobs_conflict(self.args, getattr(self, "generation_config", None), model_defaults)
             if refused:
                 raise ValueError(refused)
         self.rollout_rows: list[dict[str, Any]] | None = None
