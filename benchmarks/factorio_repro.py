@@ -175,7 +175,7 @@ def log_history(out: Path) -> list[dict]:
     return json.loads(ckpts[-1].read_text())["log_history"] if ckpts else []
 
 
-def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], int]:
+def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], list[dict], int]:
     out = a.out / f"grpo{size}"
     steps = 1 if a.cpu else a.grpo_steps
     tokens = 32 if a.cpu else a.max_new_tokens

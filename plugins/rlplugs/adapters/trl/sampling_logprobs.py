@@ -45,20 +45,26 @@ class SampledLogprobs(LogitsProcessor):
 
     def __init__(self, temperature: float):
         self.temperature = temperature
-        self._pending: torch.Tensor | None = None  # log-softmax of the step whose token is not drawn yet
+        # the scaled scores of the step whose token is not drawn yet, and their log-normaliser: a
+        # reduction per step, where a log-softmax would write a second (rows, vocabulary) tensor
+        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
         self._values: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self._pending is not None:
-            self._values.append(self._pending.gather(1, input_ids[:, -1:]))
-        scores = scores / self.temperature
-        self._pending = torch.log_softmax(scores.float(), dim=-1)
+        self._keep(input_ids[:, -1:])
+        scores = scores.float() / self.temperature
+        self._pending = (scores, torch.logsumexp(scores, dim=-1, keepdim=True))
         return scores
+
+    def _keep(self, drawn: torch.Tensor) -> None:
+        """Record the log-probability of the ``drawn`` tokens ``(rows, 1)`` under the pending step."""
+        if self._pending is not None:
+            scores, normaliser = self._pending
+            self._values.append(scores.gather(1, drawn) - normaliser)
 
     def take(self, sequences: torch.Tensor) -> torch.Tensor:
         """``(rows, generated tokens)``: the log-probability of each token of the last call; resets."""
-        if self._pending is not None:
-            self._values.append(self._pending.gather(1, sequences[:, -1:]))
+        self._keep(sequences[:, -1:])
         rows = sequences.size(0)
         taken = torch.cat(self._values, dim=1) if self._values else sequences.new_zeros((rows, 0), dtype=torch.float)
         self._pending, self._values = None, []

@@ -226,10 +226,11 @@ class EnvGRPOTrainer(GRPOTrainer):
             return
         mask = output["completion_mask"] if output.get("tool_mask") is None else output["completion_mask"] * output["tool_mask"]
         gap = (old - sampled).abs() * mask
-        total, count = self.accelerator.gather(torch.stack([gap.sum(), mask.sum().to(gap.dtype)]).unsqueeze(0)).sum(0)
+        per_process = self.accelerator.gather(torch.stack([gap.sum(), mask.sum().to(gap.dtype), gap.max()]).unsqueeze(0))
+        total, count, top = per_process[:, 0].sum(), per_process[:, 1].sum(), per_process[:, 2].max()  # one collective
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["sampling/logp_gap/mean"].append((total / count.clamp(min=1)).item())
-        self._metrics[mode]["sampling/logp_gap/max"].append(self.accelerator.gather(gap.max().reshape(1)).max().item())
+        self._metrics[mode]["sampling/logp_gap/max"].append(top.item())
 
     def _leave_out_of_loss(self, output: dict[str, Any], global_rows: torch.Tensor) -> dict[str, Any]:
         """Zero the loss masks of this process's zero-spread rows; recount the global tokens."""
