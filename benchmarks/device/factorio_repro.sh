@@ -6,24 +6,29 @@
 # then copies what has finished to $OUT. Call it again on the warm machine to wait for the rest.
 # Stages already written under /root/repro are skipped (the driver is resumable), so a fresh
 # machine after a lost lease redoes only what is missing. With 2 GPUs the 93-program chain and the
-# overhead figure share GPU 0, the 800-program chain takes GPU 1; with one GPU all run in turn.
+# overhead figure share GPU 0, the 800-program chain takes GPU 1; with one GPU all run in turn (A, then B).
 set -uo pipefail
 export PYTHONPATH=/root/smol RLPLUGS_CACHE=/root/rlcache HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 wait_s=${WAIT_S:-560}
 repro=/root/repro
 start=$SECONDS
-running() { pgrep -f "(^|/)python3 benchmarks/factorio_repro.py" > /dev/null; }  # the interpreter running it, not a shell whose command line names the script
+running() { pgrep -f "benchmarks/factorio_repro.py --stages" > /dev/null; }  # a chain's shell or its driver
 if ! running; then
     bash benchmarks/device/setup.sh || exit 1
     python3 -c "from rlplugs.testing.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
     mkdir -p $repro
     ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
     A=${STAGES_A-base,sft93,grpo93,overhead}; B=${STAGES_B-sft800,grpo800}  # set but empty means none
-    chain() {  # GPU, stages, log name, sandbox workers
-        CUDA_VISIBLE_DEVICES=$1 setsid nohup python3 benchmarks/factorio_repro.py --stages $2 --out $repro --workers $4 ${EXTRA:-} > $repro/$3.log 2>&1 < /dev/null &
+    # EXTRA: driver flags for both chains; EXTRA_B: more for the B chain (the later of repeated flags wins).
+    # Both are shell words (quotes kept: --grpo_args "..."), so each chain runs under bash -c.
+    stages() { [ -n "$1" ] && echo "python3 benchmarks/factorio_repro.py --stages $1 --out $repro --workers $2 $3"; }
+    chain() {  # GPU, log name, commands
+        CUDA_VISIBLE_DEVICES=$1 setsid nohup bash -c "$3" > $repro/$2.log 2>&1 < /dev/null &
     }
-    if [ "$ngpu" -ge 2 ] && [ -n "$B" ]; then chain 0 $A chain_a 7; chain 1 $B chain_b 7; else chain 0 $A,$B chain_a 14; fi
+    a=$(stages "$A" 7 "${EXTRA:-}"); b=$(stages "$B" 7 "${EXTRA:-} ${EXTRA_B:-}")
+    if [ "$ngpu" -ge 2 ] && [ -n "$a" ] && [ -n "$b" ]; then chain 0 chain_a "$a"; chain 1 chain_b "$b"
+    else chain 0 chain_a "$(stages "$A" 14 "${EXTRA:-}")${a:+${b:+; }}$(stages "$B" 14 "${EXTRA:-} ${EXTRA_B:-}")"; fi
     sleep 5
 fi
 while running && [ $((SECONDS - start)) -lt $wait_s ]; do sleep 10; done
