@@ -70,7 +70,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--max_new_tokens", type=int, default=3072, help="completion limit in eval and GRPO")
     p.add_argument("--sft_epochs", type=float, default=3.0)
     p.add_argument("--sft_lr", type=float, default=1e-4)
-    p.add_argument("--grpo_steps", type=int, default=4)
+    p.add_argument("--grpo_steps", type=int, default=None, help="GRPO optimizer steps (default 4, 1 with --cpu)")
     p.add_argument("--grpo_prompts_per_step", type=int, default=4, help="groups per step (16 rollouts each)")
     p.add_argument("--grpo_lr", type=float, default=1e-5)
     p.add_argument("--grpo_generation_batch", type=int, default=None,
@@ -81,6 +81,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--grpo_mask_truncated", action="store_true",
                    help="leave rollouts that hit the cap out of the loss (TRL's mask_truncated_completions): a program "
                         "that never closes scores below its group and would push down the prefix it shares with winners")
+    p.add_argument("--grpo_eval_every", type=int, default=0,
+                   help="also evaluate the GRPO checkpoints every N steps (stages grpoNN-stepK), beside the last")
     p.add_argument("--grpo_args", default="",
                    help="further `rlplugs grpo` (TRL GRPOConfig) flags for the GRPO stages, one string, e.g. "
                         "\"--scale_rewards batch --max_grad_norm 0.5\"; TRL refuses unknown ones")
@@ -178,7 +180,7 @@ def log_history(out: Path) -> list[dict]:
 
 def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], list[dict], int]:
     out = a.out / f"grpo{size}"
-    steps = 1 if a.cpu else a.grpo_steps
+    steps = a.grpo_steps or (1 if a.cpu else 4)
     tokens = 32 if a.cpu else a.max_new_tokens
     cmd = rlplugs_cli("grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true")
     if a.grpo_generation_batch:
@@ -187,6 +189,8 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], list[dict], 
         cmd += ["--compile_generation", "true"]
     if a.grpo_mask_truncated:
         cmd += ["--mask_truncated_completions", "true"]
+    if a.grpo_eval_every:
+        cmd += ["--save_steps", str(a.grpo_eval_every)]  # replaces the one checkpoint at the last step
     cmd += shlex.split(a.grpo_args)
     wall = run_logged(cmd, a.out / f"grpo{size}.log", "rlplugs grpo")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
@@ -254,8 +258,12 @@ def stage(a, name: str) -> dict:
         return {"model": out, "train_wall_s": wall, "eval": evaluate_model(a, out, name)}
     if name.startswith("grpo"):
         out, wall, curve, updates, steps = grpo(a, str(a.out / f"sft{size}"), size)
+        every = a.grpo_eval_every or steps
+        checkpoints = {}
+        for k in range(every, steps, every):  # the last step's checkpoint is `out` itself
+            checkpoints[f"{name}-step{k}"] = evaluate_model(a, f"{out}/checkpoint-{k}", f"{name}-step{k}")
         return {"model": out, "train_wall_s": wall, "steps": steps, "curve": curve, "updates": updates,
-                "eval": evaluate_model(a, out, name)}  # fmt: skip
+                "checkpoint_evals": checkpoints, "eval": evaluate_model(a, out, name)}  # fmt: skip
     if name == "overhead":
         return overhead(a, base)
     raise ValueError(f"unknown stage {name!r}")
@@ -275,19 +283,19 @@ def collect(a) -> None:
     matplotlib.use("Agg")
     stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json"))}
     meta = stages.pop("meta", {})
-    names = [name for name in (*CARD, *DIVERSE_STAGES) if name in stages]
-    comparison = compare_evaluations(a, names, meta)
+    evaluated = evaluated_stages(stages, [name for name in (*CARD, *DIVERSE_STAGES) if name in stages])
+    comparison = compare_evaluations(a, list(evaluated), meta)
     table = []
-    for name in names:
-        ev = stages[name]["eval"]
+    for name, done in evaluated.items():
+        ev = done["eval"]
         row = {"stage": name, "validation": ev.get("validation", {}).get("success"),
-               "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": stages[name].get("steps", 0),
-               "train_wall_s": round(stages[name].get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD.get(name)}  # fmt: skip
-        if "steps_note" in stages[name]:  # a stage file corrected by hand says how
-            row["steps_note"] = stages[name]["steps_note"]
+               "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": done.get("steps", 0),
+               "train_wall_s": round(done.get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD.get(name)}  # fmt: skip
+        if "steps_note" in done:  # a stage file corrected by hand says how
+            row["steps_note"] = done["steps_note"]
         warm = warm_start_of(name)
-        if warm in stages and row["holdout"] is not None and stages[warm]["eval"].get("holdout"):
-            row["holdout_gain_over_warm_start"] = round(row["holdout"] - stages[warm]["eval"]["holdout"]["success"], 4)
+        if warm in evaluated and row["holdout"] is not None and evaluated[warm]["eval"].get("holdout"):
+            row["holdout_gain_over_warm_start"] = round(row["holdout"] - evaluated[warm]["eval"]["holdout"]["success"], 4)
             paired = comparison.get(name, {})
             row["holdout_gain_paired_ci95"] = [round(x, 4) for x in paired["diff_ci95"]] if paired.get("diff_from") == warm else None
         table.append(row)
@@ -309,9 +317,20 @@ def collect(a) -> None:
     log.info("wrote %s", dest / f"{a.result}.json")
 
 
+def evaluated_stages(stages: dict[str, dict], names: list[str]) -> dict[str, dict]:
+    """The stages in table order, a GRPO stage's checkpoint evaluations (``grpo93-step20``, from
+    ``--grpo_eval_every``) just before it, each as a stage of its own with its step count."""
+    found = {}
+    for name in names:
+        for label, ev in stages[name].get("checkpoint_evals", {}).items():
+            found[label] = {"eval": ev, "steps": int(label.rsplit("-step", 1)[1])}
+        found[name] = stages[name]
+    return found
+
+
 def warm_start_of(stage: str) -> str | None:
-    """The SFT stage a GRPO stage starts from (``grpo93`` -> ``sft93``)."""
-    return stage.replace("grpo", "sft") if stage.startswith("grpo") else None
+    """The SFT stage a GRPO stage or checkpoint starts from (``grpo93``, ``grpo93-step20`` -> ``sft93``)."""
+    return stage.split("-step")[0].replace("grpo", "sft") if stage.startswith("grpo") else None
 
 
 def compare_evaluations(a, names: list[str], meta: dict) -> dict[str, dict]:
