@@ -120,3 +120,16 @@ def test_block_decoding_reads_only_filled_blocks_of_live_rows_and_changes_no_tok
     end = int((want[1, 12:] == eos).nonzero()[0])  # decoding step k reads generated token k - 1
     assert [rows[1] for rows in read] == [True] * end + [False] * (len(read) - end) and len(read) == 39
     assert all(rows[0] and rows[2] for rows in read)
+
+
+def test_checkpoint_evaluations_become_rows_measured_from_their_own_sft_start(benchmarks_path):
+    from factorio_repro import evaluated_stages, warm_start_of
+
+    ev = {"holdout": {"success": 0.5}}
+    checkpoints = {"grpo93-step10": ev, "grpo93-step20": ev}
+    stages = {"sft93": {"eval": ev}, "grpo93": {"eval": ev, "steps": 40, "checkpoint_evals": checkpoints},
+              "sft800": {"eval": ev}, "grpo800": {"eval": ev, "steps": 20, "checkpoint_evals": {}}}
+    rows = evaluated_stages(stages, ["sft93", "grpo93", "sft800", "grpo800"])
+    assert list(rows) == ["sft93", "grpo93-step10", "grpo93-step20", "grpo93", "sft800", "grpo800"]
+    assert [rows[name].get("steps", 0) for name in rows] == [0, 10, 20, 40, 0, 20]
+    assert [warm_start_of(name) for name in rows] == [None, "sft93", "sft93", "sft93", None, "sft800"]
