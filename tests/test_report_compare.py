@@ -195,3 +195,20 @@ def test_rows_are_told_apart_by_content_not_position():
     first = [{"split": "validation", "group": 0, "row_digest": "a", "scores": {"success": 1.0}}]
     other = [{"split": "validation", "group": 0, "row_digest": "b", "scores": {"success": 0.0}}]
     assert scores_by_row(first, "validation", "success").keys() != scores_by_row(other, "validation", "success").keys()
+
+
+def test_report_says_why_the_samples_scored_what_they_did(tmp_path, tiny_qwen35, plugin_env):
+    """factorio-build's scorer gives every program its verdict; the report counts them per run, numbers as #."""
+    env_args = ["--env", "factorio-build", "--env_args", json.dumps({"workers": 1, "eval_rows": 2}), "--rows", "2",
+                "--samples", "1", "--split", "holdout"]  # fmt: skip
+    policies = {"tiny": ["--model", str(tiny_qwen35), "--max_new_tokens", "8"], "reference": ["--policy", "reference"]}
+    for name, policy in policies.items():
+        out = rlplugs("eval", *env_args, *policy, "--render", "0", "--out", str(tmp_path / name), env=plugin_env)
+        assert out.returncode == 0, out.stderr[-2000:]
+    out = rlplugs("report", str(tmp_path / "tiny"), str(tmp_path / "reference"), "--out", str(tmp_path / "cmp"), env=plugin_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    tiny, reference = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["table"]
+    assert [g["samples"] for g in tiny["reasons"]] == [2] and tiny["reasons"][0]["reason"].startswith("no_code_block: ")
+    assert reference["reasons"] == [{"reason": "ok: #/# scenes verified", "samples": 2, "mean": 1.0}]
+    md = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert "- **reference** (holdout): 2 x `ok: #/# scenes verified` (1.000)" in md

@@ -191,6 +191,7 @@ def sample_record(index: int, sample: Sample, scores: dict[str, Score]) -> dict[
         "completion": sample.completion,
         "scores": {n: s.value for n, s in scores.items()},
         "unscored_reasons": {n: s.reason for n, s in scores.items() if not s.scored},
+        "reasons": {n: s.reason for n, s in scores.items() if s.scored and s.reason},  # why it scored what it did
     }
     if sample.episode is not None:
         try:

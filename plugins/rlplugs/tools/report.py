@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,7 +310,7 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
                 "policy": report.get("policy"), "split": split, "metric": name, "rows": len(by_row),
                 "samples": sum(1 for r in records if r.get("split") == split), "scored": len(values),
                 "mean": sum(values) / len(values) if values else None,
-                "ci95": list(interval) if interval else None,
+                "ci95": list(interval) if interval else None, "reasons": common_reasons(records, split, name),
             })  # fmt: skip
             rows_of.append(by_row)
     against = against or {}
@@ -344,6 +345,19 @@ def scores_by_row(records: list[dict[str, Any]], split: str, metric: str) -> dic
             key = r.get("row_digest", r.get("group", r.get("index")))
             by_row.setdefault(key, []).extend([] if value is None else [value])
     return by_row
+
+
+def common_reasons(records: list[dict[str, Any]], split: str, metric: str, top: int = 5) -> list[dict[str, Any]]:
+    """The ``top`` most frequent reasons the scored samples of ``split`` give for ``metric``, numbers
+    written ``#`` so that "7/8 scenes" and "6/8 scenes" of one failure count together, each with its
+    sample count and the metric's mean over them: what a training stage changed, not only how much."""
+    groups: dict[str, list[float]] = {}
+    for r in records:
+        value, reason = r.get("scores", {}).get(metric), r.get("reasons", {}).get(metric)
+        if r.get("split") == split and value is not None and reason:
+            groups.setdefault(re.sub(r"\d+(\.\d+)?", "#", reason)[:200], []).append(value)
+    ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))[:top]
+    return [{"reason": reason, "samples": len(vs), "mean": sum(vs) / len(vs)} for reason, vs in ranked]
 
 
 def paired_difference(before: dict[Any, list[float]], after: dict[Any, list[float]]) -> tuple[float, BootstrapInterval] | None:
@@ -389,6 +403,13 @@ def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str
         lines.append(f"| {r['run']} | {r['env']} | {r['policy']} | {r['split']} | {r['metric']} | {r['rows']} | "
                      f"{r['samples']} ({r['scored']}) | {_fmt(r['mean'])} | {ci} | {difference_text(r)} |")  # fmt: skip
     lines += ["", *[f"![{Path(p).stem}]({p})" for p in pictures], ""]
+    if any(r.get("reasons") for r in table):
+        lines += ["## Why the samples scored what they did", "",
+                  "The most frequent reasons the scorer gave for the metric (numbers as #): samples, mean.", ""]
+        for r in table:
+            given = "; ".join(f"{g['samples']} x `{g['reason']}` ({_fmt(g['mean'])})" for g in r.get("reasons", []))
+            lines.append(f"- **{r['run']}** ({r['split']}): {given or 'no reasons recorded'}")
+        lines.append("")
     return "\n".join(lines)
 
 
