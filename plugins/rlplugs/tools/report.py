@@ -355,7 +355,8 @@ def common_reasons(records: list[dict[str, Any]], split: str, metric: str, top: 
     for r in records:
         value, reason = r.get("scores", {}).get(metric), r.get("reasons", {}).get(metric)
         if r.get("split") == split and value is not None and reason:
-            groups.setdefault(re.sub(r"\d+(\.\d+)?", "#", reason)[:200], []).append(value)
+            key = re.sub(r"\d+(\.\d+)?", "#", " ".join(reason.split()))[:200]  # one line: a list item each
+            groups.setdefault(key, []).append(value)
     ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))[:top]
     return [{"reason": reason, "samples": len(vs), "mean": sum(vs) / len(vs)} for reason, vs in ranked]
 
