@@ -261,7 +261,7 @@ def stage(a, name: str) -> dict:
         every = a.grpo_eval_every or steps
         checkpoints = {}
         for k in range(every, steps, every):  # the last step's checkpoint is `out` itself
-            checkpoints[f"{name}-step{k}"] = evaluate_model(a, f"{out}/checkpoint-{k}", f"{name}-step{k}")
+            checkpoints[f"{name}-step{k}"] = {"steps": k, "eval": evaluate_model(a, f"{out}/checkpoint-{k}", f"{name}-step{k}")}
         return {"model": out, "train_wall_s": wall, "steps": steps, "curve": curve, "updates": updates,
                 "checkpoint_evals": checkpoints, "eval": evaluate_model(a, out, name)}  # fmt: skip
     if name == "overhead":
@@ -319,11 +319,10 @@ def collect(a) -> None:
 
 def evaluated_stages(stages: dict[str, dict], names: list[str]) -> dict[str, dict]:
     """The stages in table order, a GRPO stage's checkpoint evaluations (``grpo93-step20``, from
-    ``--grpo_eval_every``) just before it, each as a stage of its own with its step count."""
+    ``--grpo_eval_every``, each ``{"steps": k, "eval": ...}``) just before it, as stages of their own."""
     found = {}
     for name in names:
-        for label, ev in stages[name].get("checkpoint_evals", {}).items():
-            found[label] = {"eval": ev, "steps": int(label.rsplit("-step", 1)[1])}
+        found.update(stages[name].get("checkpoint_evals", {}))
         found[name] = stages[name]
     return found
 

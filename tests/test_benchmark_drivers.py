@@ -126,7 +126,7 @@ def test_checkpoint_evaluations_become_rows_measured_from_their_own_sft_start(be
     from factorio_repro import evaluated_stages, warm_start_of
 
     ev = {"holdout": {"success": 0.5}}
-    checkpoints = {"grpo93-step10": ev, "grpo93-step20": ev}
+    checkpoints = {"grpo93-step10": {"steps": 10, "eval": ev}, "grpo93-step20": {"steps": 20, "eval": ev}}
     stages = {"sft93": {"eval": ev}, "grpo93": {"eval": ev, "steps": 40, "checkpoint_evals": checkpoints},
               "sft800": {"eval": ev}, "grpo800": {"eval": ev, "steps": 20, "checkpoint_evals": {}}}
     rows = evaluated_stages(stages, ["sft93", "grpo93", "sft800", "grpo800"])
