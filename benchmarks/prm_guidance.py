@@ -92,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sft-max-steps", type=int, default=-1, help="cap the SFT steps (toy runs)")
     p.add_argument("--label-episodes", type=int, default=24, help="train-split episodes rolled out for labels")
     p.add_argument("--episodes", type=int, default=24, help="held-out test-split episodes per mode")
+    p.add_argument("--test-per-experiment", type=int, default=None, metavar="N",
+                   help="test instances per game experiment (the env's option; default 8 gives 16 wordle instances, "
+                        "12 gives 24 of every game, a superset of the default's)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--label-method", choices=["monte_carlo", "outcome"], default="monte_carlo")
     p.add_argument("--k", type=int, default=2, help="monte_carlo: continuations per candidate")
@@ -284,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     options: dict[str, Any] = {"seats": args.seats, "partner": args.partner}
     if args.games != "all":
         options["games"] = args.games.split(",")
+    if args.test_per_experiment:
+        options["test_per_experiment"] = args.test_per_experiment
     spec = make_env("clembench-games", options)
     games = sorted({r["game"] for r in spec.dataset("test")})
     Path(args.work).mkdir(parents=True, exist_ok=True)
