@@ -15,7 +15,9 @@ run split over several calls, or cut short, keeps what finished):
   diverse set ``warmstart-diverse-1200`` (the 800 set plus 400 programs of other builders and
   rewrites, ``factorio_build.diverse``), not part of the default stages;
 - ``grpo93`` / ``grpo800`` / ``grpo1200``: GRPO from that SFT checkpoint, then evaluate; keeps
-  reward per step;
+  reward per step and the run's segments (``--fixups segments``). With ``--grpo_continue`` a done
+  GRPO stage trains on from its last checkpoint to a larger ``--grpo_steps`` (on the machine that
+  holds the checkpoint: a GRPO checkpoint is too large to travel with a device call);
 - ``overhead``: median step time of ``trl grpo --env factorio-build`` vs a hand-written TRL script
   (``benchmarks/factorio_grpo_handwritten.py``) with the same model, data, reward and settings.
 
@@ -83,6 +85,11 @@ def parse() -> argparse.Namespace:
                         "that never closes scores below its group and would push down the prefix it shares with winners")
     p.add_argument("--grpo_eval_every", type=int, default=0,
                    help="also evaluate the GRPO checkpoints every N steps (stages grpoNN-stepK), beside the last")
+    p.add_argument("--grpo_continue", action="store_true",
+                   help="a GRPO stage already done with fewer steps than --grpo_steps continues from its last "
+                        "checkpoint up to --grpo_steps (TRL resume: weights, optimizer, data order; the linear "
+                        "schedule is rebuilt for the new total) instead of being skipped; its earlier last step "
+                        "becomes a checkpoint row, and the stage records both segments")
     p.add_argument("--grpo_args", default="",
                    help="further `rlplugs grpo` (TRL GRPOConfig) flags for the GRPO stages, one string, e.g. "
                         "\"--scale_rewards batch --max_grad_norm 0.5\"; TRL refuses unknown ones")
@@ -178,11 +185,20 @@ def log_history(out: Path) -> list[dict]:
     return json.loads(ckpts[-1].read_text())["log_history"] if ckpts else []
 
 
-def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], list[dict], int]:
+def grpo_steps(a) -> int:
+    return a.grpo_steps or (1 if a.cpu else 4)
+
+
+def grpo(a, model: str, size: int, resume_step: int = 0) -> tuple[str, float, list[dict], list[dict], int]:
+    """``rlplugs grpo`` from ``model``, or on from its own checkpoint at ``resume_step`` (its output in a
+    log of its own), with its segments recorded."""
     out = a.out / f"grpo{size}"
-    steps = a.grpo_steps or (1 if a.cpu else 4)
+    steps = grpo_steps(a)
     tokens = 32 if a.cpu else a.max_new_tokens
-    cmd = rlplugs_cli("grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true")
+    cmd = rlplugs_cli("grpo", *grpo_args(a, model, out, steps, tokens), "--filter_zero_spread_groups", "true",
+                      "--fixups", "segments")  # fmt: skip
+    if resume_step:
+        cmd += ["--resume_from_checkpoint", str(out / f"checkpoint-{resume_step}")]
     if a.grpo_generation_batch:
         cmd += ["--generation_batch_size", str(a.grpo_generation_batch)]
     if a.compile_generation:
@@ -192,7 +208,7 @@ def grpo(a, model: str, size: int) -> tuple[str, float, list[dict], list[dict], 
     if a.grpo_eval_every:
         cmd += ["--save_steps", str(a.grpo_eval_every)]  # replaces the one checkpoint at the last step
     cmd += shlex.split(a.grpo_args)
-    wall = run_logged(cmd, a.out / f"grpo{size}.log", "rlplugs grpo")
+    wall = run_logged(cmd, a.out / (f"grpo{size}-from{resume_step}.log" if resume_step else f"grpo{size}.log"), "rlplugs grpo")
     keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
             "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss",
             "sampling/logp_gap/mean", "sampling/logp_gap/max")  # the gap: with --grpo_args "--sampling_logprobs true"
@@ -240,6 +256,17 @@ def overhead(a, model: str) -> dict:
     return result
 
 
+def continues(a, name: str, earlier: dict) -> bool:
+    """Whether ``--grpo_continue`` trains the done GRPO stage ``name`` on to ``--grpo_steps``."""
+    if not (a.grpo_continue and name.startswith("grpo") and grpo_steps(a) > earlier.get("steps", 0)):
+        return False
+    checkpoint = a.out / name / f"checkpoint-{earlier['steps']}"
+    if not (checkpoint / "trainer_state.json").exists():
+        raise SystemExit(f"{name}: cannot continue from step {earlier['steps']}: {checkpoint} is missing or incomplete; "
+                         f"remove {a.out / f'{name}.json'} to train the stage from its SFT start")
+    return True
+
+
 def base_model(a) -> str:
     if a.model:
         return a.model
@@ -248,7 +275,8 @@ def base_model(a) -> str:
     return str(smollm2_dir())
 
 
-def stage(a, name: str) -> dict:
+def stage(a, name: str, earlier: dict | None = None) -> dict:
+    """Run stage ``name``; ``earlier``: the GRPO stage's own result, to continue (``--grpo_continue``)."""
     base = base_model(a)
     if name == "base":
         return {"model": base, "eval": evaluate_model(a, base, name)}
@@ -257,13 +285,21 @@ def stage(a, name: str) -> dict:
         out, wall = sft(a, base, size)
         return {"model": out, "train_wall_s": wall, "eval": evaluate_model(a, out, name)}
     if name.startswith("grpo"):
-        out, wall, curve, updates, steps = grpo(a, str(a.out / f"sft{size}"), size)
+        from rlplugs.builtins.checkpoint.segments import SEGMENTS_FILE
+
+        done = earlier["steps"] if earlier else 0
+        out, wall, curve, updates, steps = grpo(a, str(a.out / f"sft{size}"), size, done)
+        checkpoints = dict(earlier["checkpoint_evals"]) if earlier else {}
+        if earlier:  # the earlier last step is now a checkpoint: its evaluation (and folder) keep their step
+            (a.out / f"eval-{name}").rename(a.out / f"eval-{name}-step{done}")
+            checkpoints[f"{name}-step{done}"] = {"steps": done, "eval": earlier["eval"]}
         every = a.grpo_eval_every or steps
-        checkpoints = {}
         for k in range(every, steps, every):  # the last step's checkpoint is `out` itself
-            checkpoints[f"{name}-step{k}"] = {"steps": k, "eval": evaluate_model(a, f"{out}/checkpoint-{k}", f"{name}-step{k}")}
-        return {"model": out, "train_wall_s": wall, "steps": steps, "curve": curve, "updates": updates,
-                "checkpoint_evals": checkpoints, "eval": evaluate_model(a, out, name)}  # fmt: skip
+            if k > done:
+                checkpoints[f"{name}-step{k}"] = {"steps": k, "eval": evaluate_model(a, f"{out}/checkpoint-{k}", f"{name}-step{k}")}
+        return {"model": out, "train_wall_s": wall + (earlier["train_wall_s"] if earlier else 0.0), "steps": steps,
+                "curve": curve, "updates": updates, "checkpoint_evals": checkpoints,
+                "segments": json.loads((Path(out) / SEGMENTS_FILE).read_text()), "eval": evaluate_model(a, out, name)}  # fmt: skip
     if name == "overhead":
         return overhead(a, base)
     raise ValueError(f"unknown stage {name!r}")
@@ -306,6 +342,7 @@ def collect(a) -> None:
               "curves": {k: v["curve"] for k, v in stages.items() if "curve" in v},
               "updates": {k: v.get("updates") or updates_from_log(a.out / f"{k}.log") for k, v in stages.items() if "curve" in v},
               "stage_settings": {k: v["settings"] for k, v in stages.items() if "settings" in v},  # where not `settings`
+              "segments": {k: v["segments"] for k, v in stages.items() if "segments" in v},  # GRPO stretches, resumes
               "stage_commands": stage_commands(a.out)}  # fmt: skip
     dest = Path("benchmarks/results")
     dest.mkdir(parents=True, exist_ok=True)
@@ -406,11 +443,12 @@ def main() -> None:
     first = json.loads(meta_path.read_text())["settings"]
     own = {k: v for k, v in settings.items() if k not in UNRECORDED and first.get(k) != v}
     for name in filter(None, a.stages.split(",")):
-        if (a.out / f"{name}.json").exists():  # resumable: a later call continues where one stopped
+        earlier = json.loads((a.out / f"{name}.json").read_text()) if (a.out / f"{name}.json").exists() else None
+        if earlier is not None and not continues(a, name, earlier):  # resumable: a later call goes on where one stopped
             log.info("stage %s already done", name)
             continue
         start = time.perf_counter()
-        result = stage(a, name)
+        result = stage(a, name, earlier)
         result["stage_wall_s"] = round(time.perf_counter() - start, 1)
         if own:
             result["settings"] = own

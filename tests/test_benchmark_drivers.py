@@ -133,3 +133,47 @@ def test_checkpoint_evaluations_become_rows_measured_from_their_own_sft_start(be
     assert list(rows) == ["sft93", "grpo93-step10", "grpo93-step20", "grpo93", "sft800", "grpo800"]
     assert [rows[name].get("steps", 0) for name in rows] == [0, 10, 20, 40, 0, 20]
     assert [warm_start_of(name) for name in rows] == [None, "sft93", "sft93", "sft93", None, "sft800"]
+
+
+@pytest.mark.slow
+def test_a_done_grpo_stage_continues_from_its_last_checkpoint_and_keeps_the_earlier_step_as_a_row(tmp_path, tiny_qwen35):
+    """``factorio_repro.py --grpo_continue`` on the CPU with the tiny Qwen3.5 (a real trainer run, real
+    sandbox): step 1, then on to step 2 from ``checkpoint-1`` with the optimizer state carried in."""
+    import json
+    import shutil
+    import subprocess
+
+    out = tmp_path / "repro"
+    shutil.copytree(tiny_qwen35, out / "sft93")  # the SFT start the GRPO stage reads
+
+    def driver(*flags: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, str(BENCHMARKS / "factorio_repro.py"), "--cpu", "--model", str(tiny_qwen35), "--out", str(out),
+               "--stages", "grpo93", "--eval_rows", "1", "--eval_samples", "1", "--eval_splits", "holdout",
+               "--max_new_tokens", "32", "--workers", "1", *flags]  # fmt: skip
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+
+    first = driver("--grpo_steps", "1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    one = json.loads((out / "grpo93.json").read_text())
+    assert one["steps"] == 1 and [s["end_reason"] for s in one["segments"]] == ["completed"]
+
+    on = driver("--grpo_steps", "2", "--grpo_continue")
+    assert on.returncode == 0, on.stderr[-3000:]
+    two = json.loads((out / "grpo93.json").read_text())
+    assert two["steps"] == 2 and [u["step"] for u in two["updates"]] == [1, 2]
+    assert two["checkpoint_evals"] == {"grpo93-step1": {"steps": 1, "eval": one["eval"]}}
+    assert (out / "eval-grpo93-step1" / "report.json").exists() and (out / "eval-grpo93" / "report.json").exists()
+    first_seg, second = two["segments"]
+    assert (first_seg["start_step"], first_seg["end_step"], second["start_step"], second["end_step"]) == (0, 1, 1, 2)
+    assert second["optimizer_carried"] is True and second["resumed_from"] == str(out / "grpo93" / "checkpoint-1")
+    assert (out / "grpo93.log").exists() and (out / "grpo93-from1.log").exists()  # the first segment's log is kept
+    assert two["settings"] == {"grpo_steps": "2", "grpo_continue": "True"}
+
+    again = driver("--grpo_steps", "2", "--grpo_continue")  # nothing left to do
+    assert again.returncode == 0 and "stage grpo93 already done" in again.stderr
+    shutil.rmtree(out / "grpo93" / "checkpoint-2")
+    missing = driver("--grpo_steps", "3", "--grpo_continue")
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines()[-1] == (
+        f"grpo93: cannot continue from step 2: {out / 'grpo93' / 'checkpoint-2'} is missing or incomplete; "
+        f"remove {out / 'grpo93.json'} to train the stage from its SFT start")
