@@ -87,9 +87,11 @@ def parse() -> argparse.Namespace:
                    help="also evaluate the GRPO checkpoints every N steps (stages grpoNN-stepK), beside the last")
     p.add_argument("--grpo_continue", action="store_true",
                    help="a GRPO stage already done with fewer steps than --grpo_steps continues from its last "
-                        "checkpoint up to --grpo_steps (TRL resume: weights, optimizer, data order; the linear "
-                        "schedule is rebuilt for the new total) instead of being skipped; its earlier last step "
-                        "becomes a checkpoint row, and the stage records both segments")
+                        "checkpoint up to --grpo_steps (TRL resume: weights, optimizer, data order) instead of "
+                        "being skipped; its earlier last step becomes a checkpoint row, and the stage records both "
+                        "segments. The first continued step runs at the rate the optimizer ended with (0 after a "
+                        "linear decay), then the schedule is rebuilt for the new total: plan such a chain with "
+                        "--grpo_args \"--lr_scheduler_type constant\"")
     p.add_argument("--grpo_args", default="",
                    help="further `rlplugs grpo` (TRL GRPOConfig) flags for the GRPO stages, one string, e.g. "
                         "\"--scale_rewards batch --max_grad_norm 0.5\"; TRL refuses unknown ones")

@@ -161,6 +161,9 @@ def test_a_done_grpo_stage_continues_from_its_last_checkpoint_and_keeps_the_earl
     assert on.returncode == 0, on.stderr[-3000:]
     two = json.loads((out / "grpo93.json").read_text())
     assert two["steps"] == 2 and [u["step"] for u in two["updates"]] == [1, 2]
+    # the continued step runs at the rate the checkpoint's optimizer ended with: 0 after the linear
+    # decay of the first run (benchmarks/README.md says so; this keeps it true)
+    assert [u["learning_rate"] for u in two["updates"]] == [pytest.approx(1e-5), 0.0]
     assert two["checkpoint_evals"] == {"grpo93-step1": {"steps": 1, "eval": one["eval"]}}
     assert (out / "eval-grpo93-step1" / "report.json").exists() and (out / "eval-grpo93" / "report.json").exists()
     first_seg, second = two["segments"]
