@@ -291,9 +291,11 @@ def stage(a, name: str, earlier: dict | None = None) -> dict:
 
         done = earlier["steps"] if earlier else 0
         out, wall, curve, updates, steps = grpo(a, str(a.out / f"sft{size}"), size, done)
-        checkpoints = dict(earlier["checkpoint_evals"]) if earlier else {}
+        checkpoints = dict(earlier.get("checkpoint_evals", {})) if earlier else {}
         if earlier:  # the earlier last step is now a checkpoint: its evaluation (and folder) keep their step
-            (a.out / f"eval-{name}").rename(a.out / f"eval-{name}-step{done}")
+            kept = a.out / f"eval-{name}-step{done}"
+            if not kept.exists():  # (an attempt cut short after the rename did it already)
+                (a.out / f"eval-{name}").rename(kept)
             checkpoints[f"{name}-step{done}"] = {"steps": done, "eval": earlier["eval"]}
         every = a.grpo_eval_every or steps
         for k in range(every, steps, every):  # the last step's checkpoint is `out` itself
