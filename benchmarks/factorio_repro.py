@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from logged_command import rlplugs_cli, run_logged  # beside this script (python benchmarks/factorio_repro.py)
@@ -287,7 +288,7 @@ def stage(a, name: str, earlier: dict | None = None) -> dict:
         out, wall = sft(a, base, size)
         return {"model": out, "train_wall_s": wall, "eval": evaluate_model(a, out, name)}
     if name.startswith("grpo"):
-        from rlplugs.builtins.checkpoint.segments import SEGMENTS_FILE
+        from rlplugs.builtins.checkpoint.segments import SegmentLog
 
         done = earlier["steps"] if earlier else 0
         out, wall, curve, updates, steps = grpo(a, str(a.out / f"sft{size}"), size, done)
@@ -303,7 +304,7 @@ def stage(a, name: str, earlier: dict | None = None) -> dict:
                 checkpoints[f"{name}-step{k}"] = {"steps": k, "eval": evaluate_model(a, f"{out}/checkpoint-{k}", f"{name}-step{k}")}
         return {"model": out, "train_wall_s": wall + (earlier["train_wall_s"] if earlier else 0.0), "steps": steps,
                 "curve": curve, "updates": updates, "checkpoint_evals": checkpoints,
-                "segments": json.loads((Path(out) / SEGMENTS_FILE).read_text()), "eval": evaluate_model(a, out, name)}  # fmt: skip
+                "segments": [asdict(s) for s in SegmentLog(out).segments], "eval": evaluate_model(a, out, name)}  # fmt: skip
     if name == "overhead":
         return overhead(a, base)
     raise ValueError(f"unknown stage {name!r}")
@@ -447,7 +448,8 @@ def main() -> None:
     first = json.loads(meta_path.read_text())["settings"]
     own = {k: v for k, v in settings.items() if k not in UNRECORDED and first.get(k) != v}
     for name in filter(None, a.stages.split(",")):
-        earlier = json.loads((a.out / f"{name}.json").read_text()) if (a.out / f"{name}.json").exists() else None
+        stage_file = a.out / f"{name}.json"
+        earlier = json.loads(stage_file.read_text()) if stage_file.exists() else None
         if earlier is not None and not continues(a, name, earlier):  # resumable: a later call goes on where one stopped
             log.info("stage %s already done", name)
             continue
@@ -456,7 +458,7 @@ def main() -> None:
         result["stage_wall_s"] = round(time.perf_counter() - start, 1)
         if own:
             result["settings"] = own
-        (a.out / f"{name}.json").write_text(json.dumps(result, indent=2))
+        stage_file.write_text(json.dumps(result, indent=2))
         log.info("stage %s done in %.0fs: %s", name, result["stage_wall_s"], result.get("eval", result.get("grpo_overhead_ratio")))
 
 
