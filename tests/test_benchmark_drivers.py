@@ -1,8 +1,10 @@
 """The helpers the benchmark drivers share (``benchmarks/*.py``, run as ``python benchmarks/x.py``,
 so they import each other from that folder): running a stage's command with its output in a log,
 prm_guidance's clemscore with paired intervals, where a mode that played nothing is unscored;
-decode_profile's decoding, which must run over the static cache it names; and block_decoding's
-experimental attention, which must change no token."""
+decode_profile's decoding, which must run over the static cache it names; block_decoding's
+experimental attention, which must change no token; factorio_repro's checkpoint rows, each
+measured from its own SFT start; and its continuation of a done GRPO stage from the last
+checkpoint, which must keep the earlier step as a row."""
 
 from __future__ import annotations
 
