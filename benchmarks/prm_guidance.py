@@ -27,6 +27,11 @@ One run, side by side on the same held-out (test-split) instances, one episode p
    - ``best_of_n_prm`` (``best-of-n``): the PRM picks among the ``--n`` candidates;
    - ``beam_prm`` (``beam``): PRM-ranked beam search.
 
+   With ``--policy-reply`` the first candidate of every guided turn is the greedy policy's own
+   reply and only ``--n`` - 1 are sampled: the random pick is then greedy one time in N, and a
+   PRM can always fall back on the greedy turn (session 20: sampled candidates broke the strict
+   formats so often that random best-of-4 fell below greedy).
+
 Scores: clemscore = (mean % played / 100) x mean quality over games (clembench's formula, on the
 clean-room games), with a 95% bootstrap interval over episodes (``rlplugs.tools.report.
 bootstrap_interval``; every mode is resampled with the same draws, so the differences between
@@ -105,6 +110,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--beam-width", type=int, default=2)
     p.add_argument("--iterations", type=int, default=2, help="beam: learner turns searched")
     p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature of labels and candidates")
+    p.add_argument("--policy-reply", action="store_true",
+                   help="the greedy policy's own reply is the first of the N candidates (N - 1 sampled) in every guided mode")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32, help="conversations per generate() call")
     p.add_argument("--prm", help="reuse this trained PRM directory (skips label and train)")
@@ -309,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     held_out = balanced_rows(spec, "test", args.episodes)
     policy.generate([held_out[0]["prompt"]], n=args.n)  # warm-up (first-call costs), so no mode pays it
     registry = get_registry()
-    candidates = {"n": args.n, "temperature": args.temperature}
+    candidates = {"n": args.n, "temperature": args.temperature, "policy_reply": args.policy_reply}
     prm_options = {"prm": prm, "device": device, "batch_size": args.batch_size}
     guidance_options = {
         "best_of_n_random": {**candidates, "seed": args.seed},

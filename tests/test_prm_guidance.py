@@ -129,6 +129,27 @@ def test_random_pick_is_a_uniform_draw_among_the_samples_duplicates_included(env
     assert policy.calls[0] == (40, 3)  # one candidate call per round for all episodes
 
 
+@pytest.mark.parametrize("strategy", ["best-of-n", "beam"])
+def test_policy_reply_puts_the_policys_own_turn_among_the_candidates(env, digit_scorer, strategy):
+    """The greedy "7" is what the digit PRM wants, but every sample at T 0.7 is "seven": only with
+    ``policy_reply`` can the search play it."""
+    def search(policy_reply):
+        if strategy == "beam":  # width 1: beams rank by their latest score, so a wider one may keep a "seven" turn
+            return BeamSearch(digit_scorer, beam_width=1, n=3, iterations=3, temperature=0.7, policy_reply=policy_reply)
+        return BestOfN(digit_scorer, n=3, temperature=0.7, policy_reply=policy_reply)
+
+    policy = ScriptedPolicy(["7"], sampled=["seven"])
+    played = search(True).play(env.episodes({"start": 300}), policy)
+    trace = played.record()["guidance"]
+    assert trace["policy_reply"] is True and played.scores()["digits"].value == 1.0
+    if strategy == "best-of-n":
+        assert [t["candidates"] for t in trace["turns"]] == [["7", "seven", "seven"]] * 3
+        assert policy.calls == [(1, 1), (1, 2)] * 3  # the policy's reply, then n - 1 samples, per turn
+    assert policy.temperature == 0.0  # the samples came from a copy
+    without = search(False).play(env.episodes({"start": 300}), ScriptedPolicy(["7"], sampled=["seven"]))
+    assert without.scores()["digits"].value == 0.0  # all three turns "seven"
+
+
 def test_outcome_pick_plays_the_candidate_whose_rollout_to_the_end_scored_best(env):
     policy = ScriptedPolicy(["seven", "7"])  # rollouts continue with "seven" (the first sample)
     played = BestOfN(OutcomePick(DIGITS), n=2, temperature=None).play(env.episodes({"start": 300}), policy)
@@ -163,6 +184,9 @@ def test_guidance_with_the_tiny_model_samples_n_candidates_per_turn(env, digit_s
     turns = played.record()["guidance"]["turns"]
     assert len(turns) == 3 and all(len(t["candidates"]) == len(t["scores"]) == 3 for t in turns)
     assert policy.temperature == 0.0  # candidates came from a sampling copy; the policy is unchanged
+    own = BestOfN(digit_scorer, n=2, temperature=1.0, policy_reply=True).play(env.episodes({"start": 9}), policy)
+    greedy = policy.generate([env.episodes({"start": 9}).observation()])[0][0]
+    assert own.record()["guidance"]["turns"][0]["candidates"][0] == greedy  # the policy's own reply comes first
     beam = BeamSearch(digit_scorer, beam_width=2, n=2, iterations=1, temperature=1.0)
     assert beam.play(env.episodes({"start": 9}), policy).done
 
@@ -181,8 +205,8 @@ def test_guidance_registrations_build_from_strict_options(digit_prm):
         registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "n": 0})
     with pytest.raises(ValueError, match="prm: '/nonexistent/prm' is not a directory"):
         registry.get("guidance", "best-of-n").build({"prm": "/nonexistent/prm"})
-    control = registry.get("guidance", "best-of-n-random").build({"n": 5, "seed": 2})
-    assert isinstance(control.scorer, RandomPick) and (control.n, control.scorer.seed) == (5, 2)
+    control = registry.get("guidance", "best-of-n-random").build({"n": 5, "seed": 2, "policy_reply": True})
+    assert isinstance(control.scorer, RandomPick) and (control.n, control.scorer.seed, control.policy_reply) == (5, 2, True)
     bound = registry.get("guidance", "best-of-n-outcome").build({"outcome": {"digits": 1}, "temperature": 1.0})
     assert isinstance(bound.scorer, OutcomePick) and bound.scorer.weights == {"digits": 1.0}
     with pytest.raises(UnknownOptionError, match="seed"):
@@ -246,8 +270,8 @@ def test_eval_command_plays_the_outcome_control_of_best_of_n(tmp_path, tiny_qwen
     out = tmp_path / "outcome"
     proc = subprocess.run([RLPLUGS, "eval", "--env", "count-test", "--model", str(tiny_qwen35), "--rows", "1", "--samples", "1",
                            "--max_new_tokens", "4", "--guidance", "best-of-n-outcome",
-                           "--guidance_args", '{"n": 2, "outcome": {"digits": 1}}', "--out", str(out)],
+                           "--guidance_args", '{"n": 2, "outcome": {"digits": 1}, "policy_reply": true}', "--out", str(out)],
                           env=plugin_env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = (out / "samples.jsonl").read_text()
-    assert '"pick": "outcome-rollout"' in text and '"n": 2' in text and '"scores"' in text
+    assert '"pick": "outcome-rollout"' in text and '"n": 2' in text and '"scores"' in text and '"policy_reply": true' in text

@@ -17,7 +17,10 @@ The PRM score is an estimate of the chance to win from that point, so beams are 
 latest score, never by the game's true result (that would be an oracle, not a search).
 
 Candidates are sampled at the guidance's ``temperature`` from a shallow copy of the policy (same
-weights); every other turn uses the policy as given (greedy in the benchmark). The played episode
+weights); every other turn uses the policy as given (greedy in the benchmark). With
+``policy_reply`` the first candidate is the policy's own reply and only ``n - 1`` are sampled: a
+search can then always fall back on the greedy turn, whose format a small SFT policy keeps more
+often than its samples do (measured: benchmarks/README.md, PRM guidance with its controls). The played episode
 comes back wrapped in :class:`GuidedEpisode`, whose ``record()`` adds the trace: every candidate,
 its PRM score and which one was played. Games are played guarded (:func:`rlplugs.episode.guard`):
 an environment error stops that game (its sample is then unscored), not the search of the others.
@@ -87,6 +90,30 @@ def sampler(policy: BatchPolicy, temperature: float | None) -> BatchPolicy:
     return view
 
 
+@dataclass
+class Proposer:
+    """Proposes a learner turn's ``n`` candidates for many contexts at once: all sampled at
+    ``temperature`` (see :func:`sampler`), or with ``policy_reply`` the policy's own reply first and
+    ``n - 1`` samples after it (two batched calls: one model call cannot mix the two settings)."""
+
+    policy: BatchPolicy
+    n: int
+    temperature: float | None
+    policy_reply: bool = False
+
+    def __post_init__(self) -> None:
+        self._sampler = sampler(self.policy, self.temperature)
+
+    def __call__(self, contexts: list[list[Message]]) -> list[list[str]]:
+        if not self.policy_reply:
+            return self._sampler.generate(contexts, n=self.n)
+        own = self.policy.generate(contexts, n=1)
+        if self.n == 1:
+            return own
+        samples = self._sampler.generate(contexts, n=self.n - 1)
+        return [mine + sampled for mine, sampled in zip(own, samples, strict=True)]
+
+
 def _score_unique(scorer: TurnScorer, contexts: list[list[Message]], candidates: list[list[str]]) -> list[list[float]]:
     """Score every candidate of every context in one PRM batch; duplicates are scored once."""
     pairs = [(i, text) for i, texts in enumerate(candidates) for text in dict.fromkeys(texts)]
@@ -103,6 +130,7 @@ class BestOfN:
     scorer: TurnScorer | CandidateRanker
     n: int = 4
     temperature: float | None = 0.7
+    policy_reply: bool = False
     max_turns: int = 1000
     name: str = field(default="best-of-n", init=False)
 
@@ -113,7 +141,7 @@ class BestOfN:
         """Play several episodes at once: one candidate call and one PRM batch per round. An error in
         one episode's ``step`` stops that episode alone (played guarded)."""
         episodes = [guard(ep) for ep in episodes]
-        propose = sampler(policy, self.temperature)
+        propose = Proposer(policy, self.n, self.temperature, self.policy_reply)
         traces: list[list[dict[str, Any]]] = [[] for _ in episodes]
         for _ in range(self.max_turns):
             advance_until_learner(episodes, policy, self.max_turns)
@@ -121,7 +149,7 @@ class BestOfN:
             if not movers:
                 break
             contexts = [episodes[i].observation() for i in movers]
-            candidates = propose.generate(contexts, n=self.n)
+            candidates = propose(contexts)
             if isinstance(self.scorer, CandidateRanker):
                 scores = self.scorer.rank([episodes[i] for i in movers], candidates, policy)
             else:
@@ -134,7 +162,8 @@ class BestOfN:
         else:
             raise RuntimeError(f"episode did not end within {self.max_turns} turns")
         pick = self.scorer.name if isinstance(self.scorer, CandidateRanker) else "prm"
-        head = {"strategy": self.name, "pick": pick, "n": self.n, "temperature": self.temperature}
+        head = {"strategy": self.name, "pick": pick, "n": self.n, "temperature": self.temperature,
+                "policy_reply": self.policy_reply}  # fmt: skip
         return [GuidedEpisode(ep, {**head, "turns": t}) for ep, t in zip(episodes, traces, strict=True)]
 
 
@@ -154,6 +183,7 @@ class BeamSearch:
     n: int = 4
     iterations: int = 3
     temperature: float | None = 0.7
+    policy_reply: bool = False
     max_turns: int = 1000
     name: str = field(default="beam", init=False)
 
@@ -163,7 +193,7 @@ class BeamSearch:
     def play_all(self, episodes: Sequence[Episode], policy: BatchPolicy) -> list[GuidedEpisode]:
         """Search several episodes at once: the live beams of all of them share one candidate call
         and one PRM batch per iteration, and the best beams are finished together."""
-        propose = sampler(policy, self.temperature)
+        propose = Proposer(policy, self.n, self.temperature, self.policy_reply)
         searches = [[_Beam(guard(ep.clone()), None, [])] for ep in episodes]  # an error stops one beam
         expansions: list[list[dict[str, Any]]] = [[] for _ in episodes]
         for iteration in range(self.iterations):
@@ -172,7 +202,7 @@ class BeamSearch:
             if not live:
                 break
             contexts = [b.episode.observation() for _, b in live]
-            candidates = propose.generate(contexts, n=self.n)
+            candidates = propose(contexts)
             scores = _score_unique(self.scorer, contexts, candidates)
             pools: list[list[tuple[float | None, _Beam, str | None]]] = [
                 [(b.score, b, None) for b in beams if b.episode.done] for beams in searches
@@ -188,7 +218,7 @@ class BeamSearch:
         best = [max(beams, key=lambda b: -1.0 if b.score is None else b.score) for beams in searches]
         play_lockstep([b.episode for b in best], policy, self.max_turns)
         head = {"strategy": self.name, "n": self.n, "beam_width": self.beam_width, "iterations": self.iterations,
-                "temperature": self.temperature}  # fmt: skip
+                "temperature": self.temperature, "policy_reply": self.policy_reply}  # fmt: skip
         return [GuidedEpisode(b.episode, {**head, "turns": b.path, "expansions": e}) for b, e in zip(best, expansions, strict=True)]
 
     @staticmethod

@@ -30,6 +30,11 @@ class CandidatesConfig(StrictConfig):
 
     n: int = Field(4, ge=1, description="candidates sampled per learner turn")
     temperature: float | None = Field(0.7, ge=0, description="candidate sampling temperature (None: the policy's own)")
+    policy_reply: bool = Field(False, description="the policy's own reply is the first candidate, n - 1 are sampled")
+
+    def candidates(self) -> dict[str, Any]:
+        """The options every search takes for its candidates."""
+        return {"n": self.n, "temperature": self.temperature, "policy_reply": self.policy_reply}
 
 
 class RandomPickConfig(CandidatesConfig):
@@ -91,28 +96,27 @@ def _scorer(config: BestOfNConfig):
 def build_best_of_n(config: BestOfNConfig):
     from rlplugs.builtins.prm.guidance import BestOfN
 
-    return BestOfN(_scorer(config), n=config.n, temperature=config.temperature)
+    return BestOfN(_scorer(config), **config.candidates())
 
 
 def build_random_pick(config: RandomPickConfig):
     from rlplugs.builtins.prm.controls import RandomPick
     from rlplugs.builtins.prm.guidance import BestOfN
 
-    return BestOfN(RandomPick(config.seed), n=config.n, temperature=config.temperature)
+    return BestOfN(RandomPick(config.seed), **config.candidates())
 
 
 def build_outcome_pick(config: OutcomePickConfig):
     from rlplugs.builtins.prm.controls import OutcomePick
     from rlplugs.builtins.prm.guidance import BestOfN
 
-    return BestOfN(OutcomePick(config.outcome, config.max_turns), n=config.n, temperature=config.temperature)
+    return BestOfN(OutcomePick(config.outcome, config.max_turns), **config.candidates())
 
 
 def build_beam(config: BeamConfig):
     from rlplugs.builtins.prm.guidance import BeamSearch
 
-    return BeamSearch(_scorer(config), beam_width=config.beam_width, n=config.n, iterations=config.iterations,
-                      temperature=config.temperature)  # fmt: skip
+    return BeamSearch(_scorer(config), beam_width=config.beam_width, iterations=config.iterations, **config.candidates())
 
 
 @rlplugs.hookimpl
