@@ -2,7 +2,8 @@
 labels from count-test ranks candidates by what its labels favoured, best-of-n and beam search
 play accordingly, and flipping the labels flips the choices. Best-of-n's PRM-free controls pick
 among the same candidates: at random (a uniform draw among the samples) and by the outcome of one
-rollout per candidate."""
+rollout per candidate. With ``policy_reply`` the policy's own turn is the first candidate, so a
+search can play it when every sample is worse."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Both strategies only touch the :class:`~rlplugs.episode.Episode` protocol (``obs
 environment. Turns of seats that are not trained (a programmatic partner's, or in self-play none)
 are played by the policy as usual; at each *learner* turn:
 
-- **best-of-N** samples ``n`` candidates in one batched call, the PRM scores each in its context,
+- **best-of-N** proposes ``n`` candidates in one batched call, the PRM scores each in its context,
   and the highest-scoring candidate is played (the same search with another picker, a
   :class:`CandidateRanker`, gives its controls: :mod:`rlplugs.builtins.prm.controls`);
 - **beam search** keeps ``beam_width`` cloned games; for ``iterations`` learner turns each beam
@@ -18,10 +18,10 @@ latest score, never by the game's true result (that would be an oracle, not a se
 
 Candidates are sampled at the guidance's ``temperature`` from a shallow copy of the policy (same
 weights); every other turn uses the policy as given (greedy in the benchmark). With
-``policy_reply`` the first candidate is the policy's own reply and only ``n - 1`` are sampled: a
-search can then always fall back on the greedy turn, whose format a small SFT policy keeps more
-often than its samples do (measured: benchmarks/README.md, PRM guidance with its controls). The played episode
-comes back wrapped in :class:`GuidedEpisode`, whose ``record()`` adds the trace: every candidate,
+``policy_reply`` the first candidate is the policy's own reply and only ``n - 1`` are sampled
+(:class:`Proposer`): a search can then always fall back on the greedy turn, whose format a small
+SFT policy keeps more often than its samples do (measured: benchmarks/README.md, PRM guidance
+with its controls). The played episode comes back wrapped in :class:`GuidedEpisode`, whose ``record()`` adds the trace: every candidate,
 its PRM score and which one was played. Games are played guarded (:func:`rlplugs.episode.guard`):
 an environment error stops that game (its sample is then unscored), not the search of the others.
 """
@@ -138,8 +138,9 @@ class BestOfN:
         return self.play_all([episode], policy)[0]
 
     def play_all(self, episodes: Sequence[Episode], policy: BatchPolicy) -> list[GuidedEpisode]:
-        """Play several episodes at once: one candidate call and one PRM batch per round. An error in
-        one episode's ``step`` stops that episode alone (played guarded)."""
+        """Play several episodes at once: one candidate call (two with ``policy_reply``) and one PRM
+        batch per round. An error in one episode's ``step`` stops that episode alone (played
+        guarded)."""
         episodes = [guard(ep) for ep in episodes]
         propose = Proposer(policy, self.n, self.temperature, self.policy_reply)
         traces: list[list[dict[str, Any]]] = [[] for _ in episodes]

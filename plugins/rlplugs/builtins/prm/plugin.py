@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 class CandidatesConfig(StrictConfig):
     """How best-of-N samples its candidates (every picker's options have these)."""
 
-    n: int = Field(4, ge=1, description="candidates sampled per learner turn")
+    n: int = Field(4, ge=1, description="candidates per learner turn")
     temperature: float | None = Field(0.7, ge=0, description="candidate sampling temperature (None: the policy's own)")
     policy_reply: bool = Field(False, description="the policy's own reply is the first candidate, n - 1 are sampled")
 
