@@ -4,15 +4,20 @@
 # (setsid), so it outlives the call that started it and keeps running while the machine stays
 # warm; every call waits up to WAIT_S seconds, then brings back NAME.json, NAME.log and the files
 # named in BRING_BACK (paths under /root/NAME) under $OUT. Call again to keep waiting.
+# A run whose NAME.json is there is not started again (a waiting call after the end only brings
+# it back); TAG=x runs another one under /root/NAME-x once none is running (e.g. a second arm
+# reusing the first one's checkpoints).
 set -uo pipefail
 export PYTHONPATH=/root/smol RLPLUGS_CACHE=/root/rlcache HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TOKENIZERS_PARALLELISM=false
 name=$1
 shift
-work=/root/$name
+work=/root/$name${TAG:+-$TAG}
 start=$SECONDS
 running() { pgrep -f "(^|/)python3 benchmarks/$name.py" > /dev/null; }  # the interpreter running it, not a shell whose command line names the script
-if ! running; then
+if [ -f $work/$name.json ]; then
+    echo "$work/$name.json is there: not started again (TAG=x runs another under /root/$name-x)"
+elif ! running; then
     bash benchmarks/device/setup.sh || exit 1
     mkdir -p $work
     setsid nohup python3 benchmarks/$name.py --out $work/$name.json "$@" > $work/$name.log 2>&1 < /dev/null &
