@@ -380,8 +380,10 @@ def picture(result: dict[str, Any], path: Path) -> None:
 
     table = [{"run": mode, "split": f"{result['episodes']} held-out episodes", "metric": "clemscore",
               "mean": result["clemscore"][mode], "ci95": result["clemscore_ci95"].get(mode)} for mode in result["clemscore"]]  # fmt: skip
-    sft = "after SFT on won games" if result.get("sft") else "no SFT"
-    plot_comparison(table, path, title=f"clembench-games self-play, {_model_name(result['settings']['model']).split(' (')[0]} {sft}")
+    settings = result["settings"]
+    policy = _model_name(settings["model"]).split(" (")[0] + (" after SFT on won games" if result.get("sft") else "")
+    candidates = f"candidates at T {settings['temperature']}" + (", the greedy reply first" if settings.get("policy_reply") else "")
+    plot_comparison(table, path, title=f"clembench-games self-play, {policy}\n{candidates}")
 
 
 def _model_name(path: str) -> str:
