@@ -147,6 +147,7 @@ def evaluate_model(a, model_dir: str, stage: str) -> dict:
             "success": report["splits"][split]["success_rate"],
             "validity": report["splits"][split]["components"].get("validity"),
             "wall_s": report["splits"][split]["wall_time_s"],
+            "at_cap": (report["splits"][split].get("completions") or {}).get("at_cap_share"),  # cut off at max_new_tokens
         }
         for split in protocol.splits
     }
@@ -330,7 +331,8 @@ def collect(a) -> None:
     for name, done in evaluated.items():
         ev = done["eval"]
         row = {"stage": name, "validation": ev.get("validation", {}).get("success"),
-               "holdout": ev.get("holdout", {}).get("success"), "grpo_steps": done.get("steps", 0),
+               "holdout": ev.get("holdout", {}).get("success"), "holdout_at_cap": ev.get("holdout", {}).get("at_cap"),
+               "grpo_steps": done.get("steps", 0),
                "train_wall_s": round(done.get("train_wall_s", 0.0), 1), "card_qwen35_9b": CARD.get(name)}  # fmt: skip
         if "steps_note" in done:  # a stage file corrected by hand says how
             row["steps_note"] = done["steps_note"]

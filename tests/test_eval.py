@@ -201,6 +201,12 @@ def test_cli_eval_with_tiny_qwen35(env, tiny_qwen35, tmp_path, plugin_env):
     assert 0.0 <= split["success_rate"] <= 1.0
     samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert all(s["completion"] != "abc" and s["completion"] != "7" for s in samples)  # the model answered, not the reference
+    if env == "letters-test":  # single-turn: the random model never stops within 6 tokens, and the report says so
+        assert [(s["tokens"], s["at_cap"]) for s in samples] == [(6, True)] * 4
+        assert split["completions"] == {"samples": 4, "mean_tokens": 6.0, "max_tokens": 6, "at_cap": 4, "at_cap_share": 1.0}
+        assert "**4 of 4 (100%) cut off at max_new_tokens**" in (tmp_path / "report.md").read_text()
+    else:  # multi-turn: a cap cuts turns, not samples; no completion summary
+        assert "completions" not in split
 
 
 @pytest.mark.parametrize(

@@ -50,3 +50,30 @@ def test_compiled_generation_decodes_as_plain_generate(greedy, tiny_qwen35):
     enc = compiled.tokenizer([compiled.render(SHORT)], padding=True, pad_to_multiple_of=compiled.pad_to_multiple_of)
     assert len(enc["input_ids"][0]) == 256  # the short prompt fills one bucket
     assert compiled.generate([LONG, SHORT], n=1) == greedy.generate([LONG, SHORT], n=1)
+
+
+def test_a_reply_says_how_many_tokens_it_took_and_whether_the_cap_cut_it_off(tiny_qwen35):
+    """Each row of a batch stops at its own end-of-sequence token: a token SHORT's sampled reply
+    holds and LONG's lacks is made the stop token, so in the same left-padded batch (same seed,
+    same draws) SHORT stops before it and LONG runs on to max_new_tokens."""
+    import pickle
+
+    from transformers import set_seed
+
+    policy = HFPolicy(tiny_qwen35, temperature=1.0, max_new_tokens=6, batch_size=2)  # a model of its own
+    set_seed(5)
+    uncut = [r[0] for r in policy.generate([SHORT, LONG], n=1)]
+    assert [(r.tokens, r.at_cap) for r in uncut] == [(6, True), (6, True)]  # the random model did not stop
+    enc = policy.tokenizer([policy.render(SHORT), policy.render(LONG)], return_tensors="pt", padding=True, add_special_tokens=False)
+    set_seed(5)
+    out = policy.model.generate(**enc, max_new_tokens=6, do_sample=True, temperature=1.0, top_p=1.0,
+                                pad_token_id=policy.tokenizer.pad_token_id)  # fmt: skip
+    short_ids, long_ids = out[:, enc["input_ids"].shape[1] :].tolist()
+    k = next(i for i, t in enumerate(short_ids) if i >= 1 and t not in short_ids[:i] and t not in long_ids)
+    policy.model.generation_config.eos_token_id = short_ids[k]
+    set_seed(5)
+    short, long = (r[0] for r in policy.generate([SHORT, LONG], n=1))
+    assert (short.tokens, short.at_cap) == (k, False)
+    assert (long.tokens, long.at_cap) == (6, True) and long == uncut[1]
+    again = pickle.loads(pickle.dumps(short))  # as it travels to a sandbox worker
+    assert (again, again.tokens, again.at_cap) == (short, k, False) and isinstance(again, str)

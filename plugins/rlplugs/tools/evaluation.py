@@ -175,6 +175,19 @@ def summarise(spec: EnvSpec, protocol: EvalProtocol, samples: list[Sample], scor
     return summary
 
 
+def completion_lengths(samples: list[Sample]) -> dict[str, Any] | None:
+    """Tokens per completion and how many ``max_new_tokens`` cut off, from the policy's
+    :class:`~rlplugs.tools.policies.Reply` objects (a truncated program or answer scores as a
+    format failure, so the share at the cap says what a score alone hides); None for a policy
+    whose replies do not say."""
+    replies = [s.completion for s in samples if hasattr(s.completion, "at_cap")]
+    if not replies:
+        return None
+    at_cap = sum(r.at_cap for r in replies)
+    return {"samples": len(replies), "mean_tokens": _mean([r.tokens for r in replies]),
+            "max_tokens": max(r.tokens for r in replies), "at_cap": at_cap, "at_cap_share": at_cap / len(replies)}  # fmt: skip
+
+
 def row_digest(sample: Sample) -> str:
     """A short digest of a sample's whole row, so two evaluations can tell that they scored the same
     row. The prompt alone does not tell rows apart: factorio-build asks every row the same question
@@ -193,6 +206,8 @@ def sample_record(index: int, sample: Sample, scores: dict[str, Score]) -> dict[
         "unscored_reasons": {n: s.reason for n, s in scores.items() if not s.scored},
         "reasons": {n: s.reason for n, s in scores.items() if s.scored and s.reason},  # why it scored what it did
     }
+    if hasattr(sample.completion, "at_cap"):
+        record["tokens"], record["at_cap"] = sample.completion.tokens, sample.completion.at_cap
     if sample.episode is not None:
         try:
             record["episode"] = sample.episode.record()
@@ -229,6 +244,8 @@ def evaluate_samples(
         samples = complete_rows(rows, policy, protocol.samples_per_row, advance)
         scores = run_sync(spec.ascore(samples, ledger))
     result = summarise(spec, protocol, samples, scores)
+    if not spec.multi_turn and (lengths := completion_lengths(samples)):
+        result["completions"] = lengths
     result["counts"] = {
         "rows": len(rows),
         "samples": len(samples),
@@ -254,7 +271,9 @@ def evaluate(
 
     Returns a JSON-ready dict: ``split``, ``counts``, ``success_rate``, ``weighted_reward``,
     ``components`` (means over scored values), ``unscored`` (counts and reasons), ``by``
-    (per ``report_by`` group), ``wall_time_s`` and ``samples`` (one record per sample).
+    (per ``report_by`` group), ``wall_time_s``, ``samples`` (one record per sample) and, for a
+    single-turn env whose policy's replies say how they ended, ``completions`` (tokens, share cut
+    off at ``max_new_tokens``).
     """
     return evaluate_samples(spec, split, policy, protocol, guidance, max_turns, advance)[0]
 

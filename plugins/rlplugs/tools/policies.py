@@ -15,7 +15,9 @@ evaluations (keep ``batch_size`` a divisor of the number of completions, or the 
 batch compiles again). Off CUDA the static cache runs uncompiled.
 
 Replies are returned as the model wrote them (a thinking model's ``<think>…</think>`` block
-included): parsing an answer out of a reply is the environment's job, as it is in training.
+included): parsing an answer out of a reply is the environment's job, as it is in training. Each
+reply is a :class:`Reply`: the text, which also says how many tokens it took and whether
+``max_new_tokens`` cut it off, so an evaluation can tell a truncated reply from a wrong one.
 """
 
 from __future__ import annotations
@@ -27,6 +29,23 @@ import torch
 
 from rlplugs.episode import Message
 
+
+class Reply(str):
+    """A reply's text that also carries ``tokens`` (generated, the stop token not counted) and
+    ``at_cap`` (``max_new_tokens`` ran out before the model stopped). It is a ``str`` everywhere a
+    reply is read; evaluation reports the share at the cap beside the scores (training logs the same
+    figure as TRL's ``completions/clipped_ratio``)."""
+
+    tokens: int
+    at_cap: bool
+
+    def __new__(cls, text: str, tokens: int, at_cap: bool) -> Reply:
+        reply = super().__new__(cls, text)
+        reply.tokens, reply.at_cap = tokens, at_cap
+        return reply
+
+    def __getnewargs__(self) -> tuple[str, int, bool]:  # pickled into a sandbox worker and back
+        return str(self), self.tokens, self.at_cap
 
 
 class HFPolicy:
@@ -120,4 +139,14 @@ class HFPolicy:
             **self.decoding,
         )
         new_tokens = out[:, enc["input_ids"].shape[1] :]
-        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        stops = torch.isin(new_tokens, torch.tensor(self._stop_ids(), dtype=new_tokens.dtype, device=new_tokens.device))
+        stopped = stops.any(dim=1)
+        lengths = torch.where(stopped, stops.int().argmax(dim=1), new_tokens.shape[1])
+        cut = new_tokens.shape[1] >= self.max_new_tokens
+        return [Reply(t, n, cut and not s) for t, n, s in zip(texts, lengths.tolist(), stopped.tolist())]
+
+    def _stop_ids(self) -> list[int]:
+        """The end-of-sequence ids ``generate`` stops a row on: the generation config's (one or several)."""
+        configured = self.model.generation_config.eos_token_id
+        return configured if isinstance(configured, list) else [] if configured is None else [configured]

@@ -46,6 +46,13 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _lengths_line(lengths: dict[str, Any] | None) -> list[str]:
+    if not lengths:
+        return []
+    return [f"Completions: {lengths['mean_tokens']:.0f} tokens on average, at most {lengths['max_tokens']}; "
+            f"**{lengths['at_cap']} of {lengths['samples']} ({lengths['at_cap_share']:.0%}) cut off at max_new_tokens**.", ""]  # fmt: skip
+
+
 def markdown(meta: dict[str, Any], splits: dict[str, dict[str, Any]]) -> str:
     p = meta["protocol"]
     lines = [
@@ -66,6 +73,7 @@ def markdown(meta: dict[str, Any], splits: dict[str, dict[str, Any]]) -> str:
             f"{r['counts']['samples']} samples from {r['counts']['rows']} rows in {r['wall_time_s']:.1f} s; "
             f"success **{_fmt(r['success_rate'])}**, weighted reward {_fmt(r['weighted_reward'])}.",
             "",
+            *_lengths_line(r.get("completions")),
             "| component | mean (scored only) | unscored |",
             "|---|---|---|",
         ]
