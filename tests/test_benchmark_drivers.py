@@ -4,7 +4,8 @@ prm_guidance's clemscore with paired intervals, where a mode that played nothing
 decode_profile's decoding, which must run over the static cache it names; block_decoding's
 experimental attention, which must change no token; factorio_repro's checkpoint rows, each
 measured from its own SFT start; and its continuation of a done GRPO stage from the last
-checkpoint, which must keep the earlier step as a row."""
+checkpoint, which must keep the earlier step as a row; factorio_truncation's reading of a completion
+(closed or not, the lines no warm-start program has, the most repeated one)."""
 
 from __future__ import annotations
 
@@ -182,3 +183,19 @@ def test_a_done_grpo_stage_continues_from_its_last_checkpoint_and_keeps_the_earl
     assert missing.stderr.strip().splitlines()[-1] == (
         f"grpo93: cannot continue from step 2: {out / 'grpo93' / 'checkpoint-2'} is missing or incomplete; "
         f"remove {out / 'grpo93.json'} to train the stage from its SFT start")
+
+
+def test_factorio_truncation_tells_a_closed_copy_from_a_program_that_left_its_warm_start(benchmarks_path):
+    from factorio_build.reference import program
+    from factorio_truncation import describe
+
+    source = program()
+    known = set(source.splitlines())
+    copy = {"completion": f"```python\n{source}\n```", "tokens": 2674, "scores": {"success": 1.0}}
+    head = "\n".join(source.splitlines()[:10])
+    left = {"completion": f"```python\n{head}\n" + "    world.dropToSurface()\n" * 25, "scores": {"success": 0.0}}
+    closed = describe(copy, known, count_tokens=len)
+    assert (closed["closed"], closed["tokens"], closed["novel_lines"], closed["first_novel_line"]) == (True, 2674, 0, None)
+    opened = describe(left, known, count_tokens=len)  # no `tokens` in the record: counted from the text
+    assert (opened["closed"], opened["novel_lines"], opened["first_novel_line"], opened["most_repeated_line"]) == (False, 25, 10, 25)
+    assert opened["tokens"] == len(left["completion"])
