@@ -210,5 +210,8 @@ def test_report_says_why_the_samples_scored_what_they_did(tmp_path, tiny_qwen35,
     tiny, reference = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["table"]
     assert [g["samples"] for g in tiny["reasons"]] == [2] and tiny["reasons"][0]["reason"].startswith("no_code_block: ")
     assert reference["reasons"] == [{"reason": "ok: #/# scenes verified", "samples": 2, "mean": 1.0}]
+    # the tiny model's 8 tokens never finish a program; the reference policy's replies do not say
+    assert (tiny["at_cap"], reference["at_cap"]) == (1.0, None)
     md = (tmp_path / "cmp" / "comparison.md").read_text()
     assert "- **reference** (holdout): 2 x `ok: #/# scenes verified` (1.000)" in md
+    assert "| 100% |" in md and "| n/a |" in md

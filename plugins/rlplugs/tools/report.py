@@ -319,6 +319,7 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
                 "samples": sum(1 for r in records if r.get("split") == split), "scored": len(values),
                 "mean": sum(values) / len(values) if values else None,
                 "ci95": list(interval) if interval else None, "reasons": common_reasons(records, split, name),
+                "at_cap": (report["splits"][split].get("completions") or {}).get("at_cap_share"),
             })  # fmt: skip
             rows_of.append(by_row)
     against = against or {}
@@ -403,14 +404,15 @@ def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str
         "",
         "Means over scored samples; 95% intervals from 2000 row-bootstrap resamples (whole rows resampled).",
         "",
-        "| run | env | policy | split | metric | rows | samples (scored) | mean | 95% interval | "
+        "| run | env | policy | split | metric | rows | samples (scored) | mean | 95% interval | cut off at max_new_tokens | "
         "difference [paired 95% interval] from the first run on these rows or the run --against names |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         ci = f"[{_fmt(r['ci95'][0])}, {_fmt(r['ci95'][1])}]" if r["ci95"] else "n/a"
+        cut = "n/a" if r.get("at_cap") is None else f"{r['at_cap']:.0%}"
         lines.append(f"| {r['run']} | {r['env']} | {r['policy']} | {r['split']} | {r['metric']} | {r['rows']} | "
-                     f"{r['samples']} ({r['scored']}) | {_fmt(r['mean'])} | {ci} | {difference_text(r)} |")  # fmt: skip
+                     f"{r['samples']} ({r['scored']}) | {_fmt(r['mean'])} | {ci} | {cut} | {difference_text(r)} |")  # fmt: skip
     lines += ["", *[f"![{Path(p).stem}]({p})" for p in pictures], ""]
     if any(r.get("reasons") for r in table):
         lines += ["## Why the samples scored what they did", "",
