@@ -6,13 +6,14 @@
 # named in BRING_BACK (paths under /root/NAME) under $OUT. Call again to keep waiting.
 # A run whose NAME.json is there is not started again (a waiting call after the end only brings
 # it back); TAG=x runs another one under /root/NAME-x once none is running (e.g. a second arm
-# reusing the first one's checkpoints).
+# reusing the first one's checkpoints). An argument's `{run}` becomes that folder (/root/NAME[-TAG]).
 set -uo pipefail
 export PYTHONPATH=/root/smol RLPLUGS_CACHE=/root/rlcache HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TOKENIZERS_PARALLELISM=false
 name=$1
 shift
 work=/root/$name${TAG:+-$TAG}
+set -- "${@//\{run\}/$work}"
 start=$SECONDS
 running() { pgrep -f "(^|/)python3 benchmarks/$name.py" > /dev/null; }  # the interpreter running it, not a shell whose command line names the script
 if [ -f $work/$name.json ]; then

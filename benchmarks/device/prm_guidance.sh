@@ -11,4 +11,4 @@ if [ $# -eq 0 ]; then  # the issue's run, sized for about 10 device minutes (see
         --modes greedy,best_of_n_random,best_of_n_prm,beam_prm --n 4 --beam-width 2 --iterations 2 \
         --max-new-tokens 64 --batch-size 256 --prm-epochs 2
 fi
-BRING_BACK="work/sft.log ${BRING_BACK:-}" exec bash benchmarks/device/detached.sh prm_guidance --work "/root/prm_guidance${TAG:+-$TAG}/work" "$@"
+BRING_BACK="work/sft.log ${BRING_BACK:-}" exec bash benchmarks/device/detached.sh prm_guidance --work "{run}/work" "$@"
