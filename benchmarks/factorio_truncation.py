@@ -48,14 +48,15 @@ def describe(sample: dict, known: set[str], count_tokens) -> dict:
     text = sample["completion"]
     lines = program_lines(text)
     repeated = Counter(line.strip() for line in lines if line.strip()).most_common(1)
+    novel, first_novel = novel_lines(lines, known)
     return {
         "closed": text.count("```") >= 2,
         "tokens": sample["tokens"] if "tokens" in sample else count_tokens(text),
         "lines": len(lines),
         "functions": sum(line.startswith("def ") for line in lines),
         "most_repeated_line": repeated[0][1] if repeated else 0,
-        "novel_lines": novel_lines(lines, known)[0],
-        "first_novel_line": novel_lines(lines, known)[1],
+        "novel_lines": novel,
+        "first_novel_line": first_novel,
         "success": sample["scores"].get("success"),
     }
 
