@@ -122,7 +122,7 @@ def evaluate_model(a, model_dir: str, stage: str) -> dict:
     """The card's protocol (16 rows x 4 samples, T=0.6, thinking off) on the ``--eval_splits``."""
     import torch
 
-    from rlplugs.tools.evaluation import evaluate_to_dir, protocol_overrides
+    from rlplugs.tools.evaluation import at_cap_share, evaluate_to_dir, protocol_overrides
     from rlplugs.tools.policies import HFPolicy
     from rlplugs.registry import make_env
 
@@ -147,7 +147,7 @@ def evaluate_model(a, model_dir: str, stage: str) -> dict:
             "success": report["splits"][split]["success_rate"],
             "validity": report["splits"][split]["components"].get("validity"),
             "wall_s": report["splits"][split]["wall_time_s"],
-            "at_cap": (report["splits"][split].get("completions") or {}).get("at_cap_share"),  # cut off at max_new_tokens
+            "at_cap": at_cap_share(report["splits"][split]),  # cut off at max_new_tokens
         }
         for split in protocol.splits
     }

@@ -18,19 +18,11 @@ from re-tokenising the text with SmolLM2's tokenizer (within a few tokens of the
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
 from collections import Counter
 from pathlib import Path
-
-
-def load_samples(folder: Path) -> list[dict]:
-    path = folder / "samples.jsonl"
-    opened = open(path) if path.exists() else gzip.open(f"{path}.gz", "rt")
-    with opened as fh:
-        return [json.loads(line) for line in fh]
 
 
 def program_lines(completion: str) -> list[str]:
@@ -109,14 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     from factorio_build.config import FactorioBuildConfig
     from factorio_build.sft import verified_programs
     from rlplugs.testing.smollm2 import build_smollm2_tokenizer, smollm2_gguf
+    from rlplugs.tools.report import load_run
 
     tokenizer = build_smollm2_tokenizer(smollm2_gguf())
     known = {line for p in verified_programs(FactorioBuildConfig(), args.warm_start) for line in p["source"].splitlines()}
     results = {}
     for spec in args.folders:
         folder, _, label = spec.partition(":")
-        report = json.loads((Path(folder) / "report.json").read_text())
-        described = [describe(s, known, lambda t: len(tokenizer(t)["input_ids"])) for s in load_samples(Path(folder))]
+        report, records = load_run(folder)
+        described = [describe(s, known, lambda t: len(tokenizer(t)["input_ids"])) for s in records]
         results[label or Path(folder).name] = {"policy": report["policy"], "max_new_tokens": report["protocol"]["max_new_tokens"],
                                                "temperature": report["protocol"]["temperature"],
                                                "summary": summary(described), "completions": described}  # fmt: skip

@@ -188,6 +188,12 @@ def completion_lengths(samples: list[Sample]) -> dict[str, Any] | None:
             "max_tokens": max(r.tokens for r in replies), "at_cap": at_cap, "at_cap_share": at_cap / len(replies)}  # fmt: skip
 
 
+def at_cap_share(split_result: dict[str, Any]) -> float | None:
+    """The share of a split's completions cut off at ``max_new_tokens`` (an evaluation's split
+    result, or a split of ``report.json``); None when the policy's replies did not say."""
+    return (split_result.get("completions") or {}).get("at_cap_share")
+
+
 def row_digest(sample: Sample) -> str:
     """A short digest of a sample's whole row, so two evaluations can tell that they scored the same
     row. The prompt alone does not tell rows apart: factorio-build asks every row the same question

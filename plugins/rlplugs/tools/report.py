@@ -300,6 +300,7 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
     ``against`` names another base per run (``{"grpo800": "sft800"}``): several training chains in
     one table, each stage measured from its own start."""
     from rlplugs.errors import UsageError, did_you_mean
+    from rlplugs.tools.evaluation import at_cap_share
 
     if labels is not None and len(labels) != len(folders):
         raise UsageError(f"--labels gives {len(labels)} names for {len(folders)} runs; give one per run")
@@ -319,7 +320,7 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
                 "samples": sum(1 for r in records if r.get("split") == split), "scored": len(values),
                 "mean": sum(values) / len(values) if values else None,
                 "ci95": list(interval) if interval else None, "reasons": common_reasons(records, split, name),
-                "at_cap": (report["splits"][split].get("completions") or {}).get("at_cap_share"),
+                "at_cap": at_cap_share(report["splits"][split]),
             })  # fmt: skip
             rows_of.append(by_row)
     against = against or {}
