@@ -18,6 +18,7 @@ from re-tokenising the text with SmolLM2's tokenizer (within a few tokens of the
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -103,13 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     from rlplugs.testing.smollm2 import build_smollm2_tokenizer, smollm2_gguf
     from rlplugs.tools.report import load_run
 
-    tokenizer = build_smollm2_tokenizer(smollm2_gguf())
+    @functools.cache
+    def tokenizer():  # built only when a sample does not carry its token count
+        return build_smollm2_tokenizer(smollm2_gguf())
+
     known = {line for p in verified_programs(FactorioBuildConfig(), args.warm_start) for line in p["source"].splitlines()}
     results = {}
     for spec in args.folders:
         folder, _, label = spec.partition(":")
         report, records = load_run(folder)
-        described = [describe(s, known, lambda t: len(tokenizer(t)["input_ids"])) for s in records]
+        described = [describe(s, known, lambda t: len(tokenizer()(t)["input_ids"])) for s in records]
         results[label or Path(folder).name] = {"policy": report["policy"], "max_new_tokens": report["protocol"]["max_new_tokens"],
                                                "temperature": report["protocol"]["temperature"],
                                                "summary": summary(described), "completions": described}  # fmt: skip

