@@ -82,7 +82,7 @@ def picture(results: dict[str, dict], path: Path) -> None:
     for ax, (label, result) in zip(axes[0], results.items()):
         rows = result["completions"]
         ax.hist([[d["tokens"] for d in rows if d["closed"]], [d["tokens"] for d in rows if not d["closed"]]],
-                bins=30, stacked=True, label=["closed the program", "never closed"], color=["tab:blue", "tab:red"])  # fmt: skip
+                bins=32, range=(0, result["max_new_tokens"]), stacked=True, label=["closed the program", "never closed"], color=["tab:blue", "tab:red"])  # fmt: skip
         ax.axvline(result["max_new_tokens"], color="k", ls="--", lw=1)
         ax.set(title=f"{label}: {result['summary']['open']} of {result['summary']['samples']} never closed",
                xlabel="completion tokens (dashed: the cap)", ylabel="completions")  # fmt: skip
