@@ -6,6 +6,7 @@ import dataclasses
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -207,6 +208,31 @@ def test_cli_eval_with_tiny_qwen35(env, tiny_qwen35, tmp_path, plugin_env):
         assert "**4 of 4 (100%) cut off at max_new_tokens**" in (tmp_path / "report.md").read_text()
     else:  # multi-turn: a cap cuts turns, not samples; no completion summary
         assert "completions" not in split
+
+
+def test_cli_eval_compiled_decoding_gives_plain_generates_replies_and_says_how_it_decoded(tiny_qwen35, tmp_path, plugin_env):
+    def cli_eval(out: Path, *flags: str) -> tuple[dict, list[str]]:
+        done = subprocess.run(
+            [RLPLUGS, "eval", "--env", "letters-test", "--split", "validation", "--model", str(tiny_qwen35), "--rows", "2",
+             "--samples", "1", "--max_new_tokens", "6", "--temperature", "0", "--out", str(out), *flags],
+            env=plugin_env, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = (out / "samples.jsonl").read_text().splitlines()
+        return json.loads((out / "report.json").read_text()), [json.loads(line)["completion"] for line in lines]
+
+    plain_report, plain = cli_eval(tmp_path / "plain")
+    compiled_report, compiled = cli_eval(tmp_path / "compiled", "--compile_generation", "--dtype", "float32")
+    assert compiled == plain and len(plain) == 2
+    assert plain_report["decoding"]["compiled"] is False and plain_report["decoding"]["attention"] != "rlplugs_packed_gqa"
+    assert compiled_report["decoding"] == {"dtype": "float32", "compiled": True, "attention": "rlplugs_packed_gqa"}
+    assert "- decoding: float32 weights, compiled decoding (static cache), attention `rlplugs_packed_gqa`" in (
+        tmp_path / "compiled" / "report.md").read_text()  # fmt: skip
+    refused = subprocess.run(
+        [RLPLUGS, "eval", "--env", "letters-test", "--policy", "reference", "--dtype", "bfloat16", "--out", str(tmp_path / "ref")],
+        env=plugin_env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "the reference policy is no model" in refused.stderr and "Traceback" not in refused.stderr
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,12 @@ def test_compiled_generation_decodes_as_plain_generate(greedy, tiny_qwen35):
     assert compiled.generate([LONG, SHORT], n=1) == greedy.generate([LONG, SHORT], n=1)
 
 
+def test_decoding_settings_are_read_off_the_loaded_model(greedy, tiny_qwen35):
+    assert greedy.decoding_settings["compiled"] is False and greedy.decoding_settings["dtype"] == "float32"
+    half = HFPolicy(tiny_qwen35, dtype="bfloat16", compile_generation=True)
+    assert half.decoding_settings == {"dtype": "bfloat16", "compiled": True, "attention": "rlplugs_packed_gqa"}
+
+
 def test_a_reply_says_how_many_tokens_it_took_and_whether_the_cap_cut_it_off(tiny_qwen35):
     """Each row of a batch stops at its own end-of-sequence token: a token SHORT's sampled reply
     holds and LONG's lacks is made the stop token, so in the same left-padded batch (same seed,

@@ -134,6 +134,12 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
     thinking.add_argument("--thinking", dest="enable_thinking", action="store_true", default=None)
     thinking.add_argument("--no_thinking", dest="enable_thinking", action="store_false")
     p.add_argument("--batch_size", type=int, default=8, help="conversations per generate() call")
+    p.add_argument("--compile_generation", action="store_true",
+                   help="--model: decode as `rlplugs grpo --compile_generation` does (static cache, compiled "
+                        "decoding attention); many times faster on a GPU")
+    p.add_argument("--dtype", choices=["auto", "bfloat16", "float16", "float32"], default="auto",
+                   help="--model: the dtype it is loaded in (auto: as saved; a checkpoint trained in mixed "
+                        "precision is saved in float32 and decodes faster in bfloat16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--guidance", help="registered guidance strategy (multi-turn envs), e.g. best-of-n")
     p.add_argument("--guidance_args", help='options of the guidance strategy as a JSON object, e.g. \'{"n": 4, "prm": "runs/prm"}\'')
@@ -148,7 +154,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         args.env, args.out, env_args=parse_env_args(args.env_args), split=args.split, model=args.model,
         policy=args.policy, tokenizer=args.tokenizer, rows=args.rows, samples=args.samples,
         temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-        enable_thinking=args.enable_thinking, batch_size=args.batch_size, seed=args.seed, guidance=args.guidance,
+        enable_thinking=args.enable_thinking, batch_size=args.batch_size, compile_generation=args.compile_generation,
+        dtype=args.dtype, seed=args.seed, guidance=args.guidance,
         guidance_args=parse_json_options(args.guidance_args, "--guidance_args"), render=args.render,
     )  # fmt: skip
     return 0

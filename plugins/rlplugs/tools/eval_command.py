@@ -65,6 +65,8 @@ def run_eval(
     max_new_tokens: int | None = None,
     enable_thinking: bool | None = None,
     batch_size: int = 8,
+    compile_generation: bool = False,
+    dtype: str = "auto",
     seed: int = 0,
     guidance: str | None = None,
     guidance_args: dict[str, Any] | None = None,
@@ -104,6 +106,8 @@ def run_eval(
     elif guidance_args:
         raise UsageError("--guidance_args without --guidance: name the strategy they are for")
     if policy == "reference":
+        if compile_generation or dtype != "auto":
+            raise UsageError("--compile_generation and --dtype set how a --model decodes; the reference policy is no model")
         if spec.reference_policy is None:
             raise UsageError(f"env '{spec.name}' has no reference policy; pass --model PATH")
         player, policy_name = spec.reference_policy, "reference"
@@ -114,7 +118,7 @@ def run_eval(
             player = HFPolicy(
                 model, tokenizer, temperature=protocol.temperature, top_p=protocol.top_p,
                 max_new_tokens=protocol.max_new_tokens, enable_thinking=protocol.enable_thinking, seed=seed,
-                batch_size=batch_size,
+                batch_size=batch_size, compile_generation=compile_generation, dtype=dtype,
             )  # fmt: skip
         except (OSError, ValueError) as exc:  # e.g. a hub id that is neither cached nor reachable
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -315,6 +315,7 @@ def evaluate_to_dir(
         "policy": policy_name or getattr(policy, "name", type(policy).__name__),
         "guidance": guidance_name,
         "protocol": protocol.model_dump(mode="json"),
+        "decoding": getattr(policy, "decoding_settings", None),  # a model's dtype and attention; None otherwise
     }
     out = Path(out_dir)
     report = write_report(spec, meta, results, samples, out, render=render)

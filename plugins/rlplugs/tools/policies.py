@@ -104,6 +104,13 @@ class HFPolicy:
         if seed is not None:
             set_seed(seed)
 
+    @property
+    def decoding_settings(self) -> dict[str, Any]:
+        """How replies are decoded, read off the loaded model (reports record it: the same
+        checkpoint can score differently in another dtype or attention)."""
+        return {"dtype": str(self.model.dtype).removeprefix("torch."), "compiled": bool(self.decoding),
+                "attention": self.model.config._attn_implementation}  # fmt: skip
+
     def render(self, messages: list[Message]) -> str:
         """The prompt text the model continues: chat template plus the assistant header."""
         return self.tokenizer.apply_chat_template(

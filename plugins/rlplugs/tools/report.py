@@ -53,6 +53,13 @@ def _lengths_line(lengths: dict[str, Any] | None) -> list[str]:
             f"**{lengths['at_cap']} of {lengths['samples']} ({lengths['at_cap_share']:.0%}) cut off at max_new_tokens**.", ""]  # fmt: skip
 
 
+def _decoding_line(decoding: dict[str, Any] | None) -> list[str]:
+    if not decoding:
+        return []
+    how = "compiled decoding (static cache)" if decoding["compiled"] else "plain generate"
+    return [f"- decoding: {decoding['dtype']} weights, {how}, attention `{decoding['attention']}`"]
+
+
 def markdown(meta: dict[str, Any], splits: dict[str, dict[str, Any]]) -> str:
     p = meta["protocol"]
     lines = [
@@ -64,6 +71,7 @@ def markdown(meta: dict[str, Any], splits: dict[str, dict[str, Any]]) -> str:
         f"- protocol: {p['rows']} rows x {p['samples_per_row']} samples, temperature {p['temperature']}, "
         f"top_p {p['top_p']}, thinking {'on' if p['enable_thinking'] else 'off'}, max_new_tokens {p['max_new_tokens']}",
         f"- success = mean of `{p['success_component']}`" if p.get("success_component") else "- success: no success component declared",
+        *_decoding_line(meta.get("decoding")),
         "",
     ]
     for split, r in splits.items():
