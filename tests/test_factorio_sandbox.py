@@ -144,6 +144,20 @@ def test_hostile_corpus_gets_documented_scores_and_pool_keeps_serving(scorer, ro
     assert (after.outcome, after.success) == ("ok", 1.0)
 
 
+def test_a_batchs_log_names_its_most_frequent_failures_once_across_lines(scorer, row, caplog):
+    """A training log says what a batch's failures were, not only how many: the same refused name on
+    different lines counts as one failure (session 23's batch of 226 refusals could not be traced)."""
+    refused = [program("world.wait()\n" * k + "n = world.decisions") for k in (0, 1, 2)]
+    texts = [*refused, "no program here", reference.reference_policy([])]
+    with caplog.at_level("INFO", logger="factorio_build.scoring"):
+        verdicts = scorer.verdicts([Sample(prompt=None, completion=t, row=row) for t in texts])
+    assert [v.outcome for v in verdicts] == ["sandbox_violation"] * 3 + ["no_code_block", "ok"]
+    assert len({v.reason for v in verdicts[:3]}) == 3  # the line numbers differ
+    [line] = [r.getMessage() for r in caplog.records if "most frequent failures" in r.getMessage()]
+    assert line.startswith("factorio-build most frequent failures: 3 x sandbox_violation: sandbox: line #: world.decisions")
+    assert "; 1 x no_code_block: " in line and "ok:" not in line
+
+
 def test_slow_but_legal_program_is_scored_normally(scorer, row):
     slow = reference.program().replace(
         'def build(world):\n', 'def build(world):\n    total = sum(i * i for i in range(200000))\n', 1

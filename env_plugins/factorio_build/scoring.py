@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rlplugs import Sample, Score
+from rlplugs.rewards import reason_kind
 
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.pool import JobFailure, PoolFailure, SandboxPool
@@ -152,6 +153,9 @@ class ProgramScorer:
     def _log(verdicts: list) -> None:
         counts = Counter(v.outcome if isinstance(v, Verdict) else "unscored" for v in verdicts)
         log.info("factorio-build scored %d programs: %s", len(verdicts), dict(counts))
+        failures = Counter(reason_kind(f"{v.outcome}: {v.reason}") for v in verdicts if isinstance(v, Verdict) and v.outcome != "ok")
+        if failures:  # a training log then says which call a batch's refusals were about, not only how many
+            log.info("factorio-build most frequent failures: %s", "; ".join(f"{n} x {r}" for r, n in failures.most_common(3)))
         for v in verdicts:
             if isinstance(v, Verdict):
                 log.debug("factorio-build %s: %s", v.outcome, v.reason)

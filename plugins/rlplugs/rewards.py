@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import re
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -157,6 +158,12 @@ class UnscoredLedger:
                 }
                 for n in names
             }
+
+
+def reason_kind(reason: str) -> str:
+    """``reason`` on one line with its numbers written ``#``, so that one failure counts once across
+    scenes and lines ("7/8 scenes", "line 12: ..."): what reports and logs group reasons by."""
+    return re.sub(r"\d+(\.\d+)?", "#", " ".join(reason.split()))[:200]
 
 
 def _short(reason: str | None, limit: int = 160) -> str:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlplugs.envspec import EnvSpec
+from rlplugs.rewards import reason_kind
 
 log = logging.getLogger(__name__)
 
@@ -373,8 +373,7 @@ def common_reasons(records: list[dict[str, Any]], split: str, metric: str, top: 
     for r in records:
         value, reason = r.get("scores", {}).get(metric), r.get("reasons", {}).get(metric)
         if r.get("split") == split and value is not None and reason:
-            key = re.sub(r"\d+(\.\d+)?", "#", " ".join(reason.split()))[:200]  # one line: a list item each
-            groups.setdefault(key, []).append(value)
+            groups.setdefault(reason_kind(reason), []).append(value)
     ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))[:top]
     return [{"reason": reason, "samples": len(vs), "mean": sum(vs) / len(vs)} for reason, vs in ranked]
 
