@@ -36,8 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rlplugs import Sample, Score
-from rlplugs.rewards import reason_kind
+from rlplugs import Sample, Score, reason_kind
 
 from factorio_build.config import FactorioBuildConfig
 from factorio_build.pool import JobFailure, PoolFailure, SandboxPool

@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "TransientError": "rlplugs.rewards",
     "RetryPolicy": "rlplugs.rewards",
     "RETRYABLE": "rlplugs.rewards",
+    "reason_kind": "rlplugs.rewards",
     # multi-turn episodes and who plays them
     "Episode": "rlplugs.episode",
     "StepResult": "rlplugs.episode",
