@@ -3,7 +3,9 @@ intervals, from the folders ``rlplugs eval`` writes (made here by the real comma
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -64,12 +66,29 @@ def test_report_of_a_component_other_than_success(runs, tmp_path, plugin_env):
     assert table[0]["mean"] == pytest.approx(report["components"]["final_len"])
 
 
+def test_report_reads_an_archived_folder_whose_samples_are_gzipped(runs, tmp_path, plugin_env):
+    """benchmarks/results keeps evaluation folders with ``samples.jsonl.gz``: same table as the plain folder."""
+    archived = tmp_path / "tiny-archived"
+    archived.mkdir()
+    shutil.copy(runs / "tiny" / "report.json", archived)
+    (archived / "samples.jsonl.gz").write_bytes(gzip.compress((runs / "tiny" / "samples.jsonl").read_bytes()))
+    tables = []
+    for name, folder in {"plain": runs / "tiny", "archived": archived}.items():
+        out = rlplugs("report", str(folder), str(runs / "count-ref"), "--labels", "tiny,ref", "--against", "tiny=ref",
+                      "--out", str(tmp_path / name), env=plugin_env, timeout=300)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        table = json.loads((tmp_path / name / "comparison.json").read_text())["table"]
+        tables.append([{k: v for k, v in row.items() if k != "folder"} for row in table])
+    assert tables[0] == tables[1] and tables[0][0]["samples"] == 8 and tables[0][0]["diff_from"] == "ref"
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
         (["{missing}"], "not an evaluation folder"),
         (["{tiny}", "{tiny}", "--labels", "one"], "--labels gives 1 names for 2 runs"),
         (["{broken}"], "is not valid JSON"),
+        (["{broken_gz}"], "samples.jsonl.gz is not valid JSON (Not a gzipped file"),
         (["{tiny}", "--against", "tiny=tinny"], "--against names 'tinny' (did you mean 'tiny'?)"),
         (["{tiny}", "--against", "tiny"], "--against takes RUN=BASE pairs"),
         (["{tiny}", "{letters}", "--against", "letters-ref=tiny"], "--against letters-ref=tiny: no split"),
@@ -80,7 +99,11 @@ def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plug
     broken.mkdir()
     (broken / "report.json").write_text("{not json")
     (broken / "samples.jsonl").write_text("")
-    paths = {"missing": str(tmp_path / "nope"), "tiny": str(runs / "tiny"), "broken": str(broken),
+    broken_gz = tmp_path / "broken_gz"
+    broken_gz.mkdir()
+    shutil.copy(runs / "tiny" / "report.json", broken_gz)
+    (broken_gz / "samples.jsonl.gz").write_text("plain text")
+    paths = {"missing": str(tmp_path / "nope"), "tiny": str(runs / "tiny"), "broken": str(broken), "broken_gz": str(broken_gz),
              "letters": str(runs / "letters-ref")}
     out = rlplugs("report", *[a.format(**paths) for a in args], "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=120)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

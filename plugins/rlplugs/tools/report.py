@@ -228,18 +228,24 @@ def write_report(
 
 
 def load_run(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``report.json`` and the sample records of one evaluation folder; a folder that is not one
-    is a :class:`~rlplugs.errors.UsageError` naming what is missing."""
+    """``report.json`` and the sample records of one evaluation folder, whose samples may be kept
+    gzipped (``samples.jsonl.gz``: completions compress about 20 times, so archived results stay
+    small); a folder that is not one is a :class:`~rlplugs.errors.UsageError` naming what is missing."""
+    import gzip
+
     from rlplugs.errors import UsageError
 
     folder = Path(folder)
-    if not (folder / "report.json").is_file() or not (folder / "samples.jsonl").is_file():
-        raise UsageError(f"{folder}: not an evaluation folder (needs report.json and samples.jsonl, as `rlplugs eval --out` writes)")
+    samples = next((folder / n for n in ("samples.jsonl", "samples.jsonl.gz") if (folder / n).is_file()), None)
+    if not (folder / "report.json").is_file() or samples is None:
+        raise UsageError(f"{folder}: not an evaluation folder (needs report.json and samples.jsonl or samples.jsonl.gz, "
+                         "as `rlplugs eval --out` writes)")  # fmt: skip
     try:
         report = json.loads((folder / "report.json").read_text())
-        records = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines() if line.strip()]
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{folder}: report.json or samples.jsonl is not valid JSON ({exc}); re-run the evaluation") from None
+        text = gzip.decompress(samples.read_bytes()).decode() if samples.suffix == ".gz" else samples.read_text()
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+        raise UsageError(f"{folder}: report.json or {samples.name} is not valid JSON ({exc}); re-run the evaluation") from None
     return report, records
 
 
