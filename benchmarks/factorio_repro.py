@@ -394,7 +394,8 @@ def compare_evaluations(a, names: list[str], meta: dict) -> dict[str, dict]:
 
 def plot(result: dict, path: Path) -> None:
     """Left: success per stage next to the card's; middle: mean GRPO reward per generation batch;
-    right: the gradient norm of every optimizer step (where a run breaks, it shows first)."""
+    right: the gradient norm of every optimizer step (where a run breaks, it shows first); both
+    GRPO panels mark where a continued run resumed."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -417,14 +418,19 @@ def plot(result: dict, path: Path) -> None:
     right.set_xlabel("GRPO step at which a generation batch was drawn (T = 0.7)")
     right.set_ylabel("mean reward of the batch (success + 0.1 validity)")
     right.set_title("GRPO reward per step")
-    right.legend()
     for name, updates in result.get("updates", {}).items():
         norms.plot([u["step"] for u in updates], [u["grad_norm"] for u in updates], marker=".", label=name)
+    for name, segments in result.get("segments", {}).items():  # a continued run may change settings there
+        for segment in segments[1:]:
+            for ax in (right, norms):
+                ax.axvline(segment["start_step"] + 0.5, color="grey", linestyle="--", linewidth=1,
+                           label=f"{name} resumed after step {segment['start_step']}")  # fmt: skip
     norms.set_yscale("log")
     norms.xaxis.set_major_locator(MaxNLocator(integer=True))
     norms.set_xlabel("optimizer step")
     norms.set_ylabel("gradient norm before clipping to 1.0")
     norms.set_title("GRPO gradient norm per update")
+    right.legend()
     norms.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
