@@ -2,11 +2,13 @@
 
 For each environment (factorio-build, matrl, clembench-games) and each path a user is told about
 (``trl grpo --env NAME``, ``rlplugs grpo``, ``rlplugs sft`` where the env has SFT data,
-``rlplugs eval``, ``rlplugs preflight``, every YAML in ``configs/trl/``, every script in
-``examples/``) one test runs the command in a subprocess: the console scripts of an installed
+``rlplugs eval``, ``rlplugs preflight``, ``vf-eval NAME``, every YAML in ``configs/trl/``, every
+script in ``examples/``) one test runs the command in a subprocess: the console scripts of an installed
 rlplugs, from a temporary directory outside the checkout, offline, on the CPU, with the embedded
 tiny Qwen3.5 and one training step. Each must exit 0 and leave its artifact (weights, a
 checkpoint's log of every reward component, ``report.json``/``report.md``, ...), asserted here.
+``vf-eval`` talks to an OpenAI-compatible endpoint, so there the env's reference policy answers
+behind a loopback server (:mod:`rlplugs.tools.policy_server`).
 A YAML is run as shipped except for the model, the step count, sizes and paths (and the two
 switches no CPU has: ``use_vllm`` and 4-bit loading).
 
@@ -249,6 +251,40 @@ def judge_service(installed, user_env, tmp_path_factory):
         process.terminate()
         process.wait(30)
         log.close()
+
+
+# `vf-eval NAME` with the env's options as `--env.taskset.KEY VALUE` (a list as JSON), and the
+# components the env's reference policy must score on every trace.
+VF_EVAL = {
+    "factorio-build": (["--env.taskset.split", "holdout", "--env.taskset.eval-rows", "2"], {"success": 1.0, "validity": 1.0}),
+    "matrl": (["--env.taskset.rows", "2", "--env.taskset.max-turns", "2", "--env.taskset.max-evaluations", "1",
+               "--env.taskset.relax-steps", "5"], {"valid": 1.0}),
+    "clembench-games": (["--env.taskset.games", '["referencegame"]', "--env.taskset.seats", "single",
+                         "--env.taskset.split", "validation"], {"main_score": 1.0, "played": 1.0}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("env_name", list(VF_EVAL))
+def test_vf_eval_scores_the_reference_policy(env_name, installed, user_env, tmp_path):
+    """The README's ``vf-eval NAME --env.agent.runtime.type subprocess --no-push``, answered by the env's
+    reference policy behind a loopback OpenAI-compatible server: every episode ends ok, and every
+    component of every trace is scored or unscored with its reason (never a silent 0)."""
+    pytest.importorskip("verifiers.v1")
+    from rlplugs.registry import make_env
+    from rlplugs.tools.policy_server import serve_policy
+
+    flags, expected = VF_EVAL[env_name]
+    with serve_policy(make_env(env_name).reference_policy, idle_timeout_s=600) as server:
+        run(installed, tmp_path, {**user_env, "RLPLUGS_TEST_KEY": "local"}, "vf-eval", env_name, *flags,
+            "--env.agent.runtime.type", "subprocess", "--no-push", "-m", "reference", "--client.base-url", server.base_url,
+            "--client.api-key-var", "RLPLUGS_TEST_KEY", "-n", "2", "-o", "out")  # fmt: skip
+    [traces] = (tmp_path / "out").rglob("traces.jsonl")
+    episodes = [json.loads(line) for line in traces.read_text().splitlines()]
+    assert len(episodes) == 2 and all(e["ok"] for e in episodes), [e.get("errors") for e in episodes]
+    for trace in (t for e in episodes for t in e["traces"]):
+        unscored = trace["info"].get("unscored", {})
+        assert all(reward is not None or name in unscored for name, reward in trace["rewards"].items()), trace["rewards"]
+        assert {name: trace["rewards"][name]["score"] for name in expected} == expected
 
 
 def test_every_yaml_is_in_the_matrix():

@@ -223,3 +223,20 @@ def test_vf_eval_scores_16_concurrent_reference_rollouts_each_1_1(tmp_path, monk
     assert len(episodes) == 16 and all(e["ok"] and len(e["traces"]) == 1 for e in episodes)
     rewards = [sum(r["score"] * r["weight"] for r in e["traces"][0]["rewards"].values()) for e in episodes]
     assert [round(r, 6) for r in rewards] == [1.1] * 16
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [('["wordle", nope', "games: '[\"wordle\", nope' is not a JSON list"), ("wordle", "Input should be a valid tuple")],
+)
+def test_a_tuple_option_on_the_vf_eval_command_line_must_be_a_json_list(value, shown, tmp_path):
+    """A well-formed list is the acceptance matrix's ``--env.taskset.games '["referencegame"]'``."""
+    from pathlib import Path
+
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("vf-eval")), "clembench-games", "--env.taskset.games", value, "--no-push",
+         "-m", "none", "-o", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    text = " ".join((proc.stdout + proc.stderr).replace("│", " ").split())  # the error box, unwrapped
+    assert proc.returncode != 0 and shown in text and "Traceback" not in text

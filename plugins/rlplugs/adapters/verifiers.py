@@ -55,10 +55,10 @@ import json
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_origin
 
 import verifiers.v1 as vf
-from pydantic import Field, create_model, model_validator
+from pydantic import BaseModel, Field, create_model, model_validator
 from verifiers.v1.harnesses.null import NullHarness
 from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
@@ -191,7 +191,25 @@ class EnvOptionsConfig(vf.TasksetConfig):
             unknown = [k for k in data if k not in cls.model_fields]
             if unknown:
                 raise ValueError(unknown_options_message(unknown, list(cls.model_fields), owner="env.taskset"))
+            return json_tuples(cls, data)
         return data
+
+
+def json_tuples(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the JSON text given to a tuple field (of ``model`` or a model nested in it)
+    parsed: verifiers' command line parses JSON only for list and dict fields and hands a tuple
+    option its text, so ``vf-eval clembench-games --env.taskset.games '["wordle"]'`` failed."""
+    parsed = dict(data)
+    for name, value in data.items():
+        annotation = model.model_fields[name].annotation if name in model.model_fields else None
+        if isinstance(value, str) and get_origin(annotation) is tuple and value.lstrip().startswith("["):
+            try:
+                parsed[name] = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{name}: {value!r} is not a JSON list ({exc}); e.g. '[\"a\", \"b\"]'") from None
+        elif isinstance(value, dict) and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            parsed[name] = json_tuples(annotation, value)
+    return parsed
 
 
 class RowTaskset(vf.Taskset):
