@@ -226,15 +226,19 @@ def test_vf_eval_scores_16_concurrent_reference_rollouts_each_1_1(tmp_path, monk
 
 
 @pytest.mark.parametrize(
-    "value, shown",
-    [('["wordle", nope', "games: '[\"wordle\", nope' is not a JSON list"), ("wordle", "Input should be a valid tuple")],
+    "flag, value, shown",
+    [
+        ("games", '["wordle", nope', "games: '[\"wordle\", nope' is not a JSON list"),
+        ("games", "wordle", "Input should be a valid tuple"),
+        ("rule-options.taboo-stopwords", '["a",', "taboo_stopwords: '[\"a\",' is not a JSON list"),  # nested
+    ],
 )
-def test_a_tuple_option_on_the_vf_eval_command_line_must_be_a_json_list(value, shown, tmp_path):
+def test_a_tuple_option_on_the_vf_eval_command_line_must_be_a_json_list(flag, value, shown, tmp_path):
     """A well-formed list is the acceptance matrix's ``--env.taskset.games '["referencegame"]'``."""
     from pathlib import Path
 
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("vf-eval")), "clembench-games", "--env.taskset.games", value, "--no-push",
+        [str(Path(sys.executable).with_name("vf-eval")), "clembench-games", f"--env.taskset.{flag}", value, "--no-push",
          "-m", "none", "-o", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
