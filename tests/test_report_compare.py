@@ -88,7 +88,7 @@ def test_report_reads_an_archived_folder_whose_samples_are_gzipped(runs, tmp_pat
         (["{missing}"], "not an evaluation folder"),
         (["{tiny}", "{tiny}", "--labels", "one"], "--labels gives 1 names for 2 runs"),
         (["{broken}"], "is not valid JSON"),
-        (["{broken_gz}"], "samples.jsonl.gz is not valid JSON (Not a gzipped file"),
+        (["{broken_gz}"], "samples.jsonl.gz is not valid gzipped JSON (Not a gzipped file"),
         (["{tiny}", "--against", "tiny=tinny"], "--against names 'tinny' (did you mean 'tiny'?)"),
         (["{tiny}", "--against", "tiny"], "--against takes RUN=BASE pairs"),
         (["{tiny}", "{letters}", "--against", "letters-ref=tiny"], "--against letters-ref=tiny: no split"),

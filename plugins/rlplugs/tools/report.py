@@ -245,7 +245,8 @@ def load_run(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         text = gzip.decompress(samples.read_bytes()).decode() if samples.suffix == ".gz" else samples.read_text()
         records = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
-        raise UsageError(f"{folder}: report.json or {samples.name} is not valid JSON ({exc}); re-run the evaluation") from None
+        kind = "gzipped JSON" if samples.suffix == ".gz" else "JSON"
+        raise UsageError(f"{folder}: report.json or {samples.name} is not valid {kind} ({exc}); re-run the evaluation") from None
     return report, records
 
 
