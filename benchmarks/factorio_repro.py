@@ -22,7 +22,8 @@ run split over several calls, or cut short, keeps what finished):
   (``benchmarks/factorio_grpo_handwritten.py``) with the same model, data, reward and settings.
 
 ``--collect`` assembles the stage files into ``benchmarks/results/<--result>.json`` and a PNG
-of reward per GRPO step; the evaluations themselves are compared by ``rlplugs report`` (one table
+of reward per GRPO step (a GRPO stage a lost lease cut short, with a log but no stage file, from
+its log, under ``cut_short``); the evaluations themselves are compared by ``rlplugs report`` (one table
 and picture with row-bootstrap intervals, ``benchmarks/results/<--result>_evals.{json,png}``). The exact commands used are in ``benchmarks/README.md``.
 """
 
@@ -179,6 +180,10 @@ def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
 
 UNRECORDED = ("stages", "out", "workers", "collect", "result")  # driver flags that say nothing about a stage's training
 UPDATE_KEYS = ("step", "loss", "grad_norm", "entropy", "clip_ratio/region_mean", "learning_rate")  # every optimizer step
+CURVE_KEYS = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
+              "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss",
+              "sampling/logp_gap/mean", "sampling/logp_gap/max")  # first step of a generation batch; the gap: with
+# --grpo_args "--sampling_logprobs true"
 
 
 def log_history(out: Path) -> list[dict]:
@@ -213,27 +218,37 @@ def grpo(a, model: str, size: int, resume_step: int = 0) -> tuple[str, float, li
         cmd += ["--save_steps", str(a.grpo_eval_every)]  # replaces the one checkpoint at the last step
     cmd += shlex.split(a.grpo_args)
     wall = run_logged(cmd, a.out / (f"grpo{size}-from{resume_step}.log" if resume_step else f"grpo{size}.log"), "rlplugs grpo")
-    keep = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
-            "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss",
-            "sampling/logp_gap/mean", "sampling/logp_gap/max")  # the gap: with --grpo_args "--sampling_logprobs true"
     history = log_history(out)
-    curve = [{k: h[k] for k in keep if k in h} for h in history if "reward" in h]  # one per generation batch
+    curve = [{k: h[k] for k in CURVE_KEYS if k in h} for h in history if "reward" in h]  # one per generation batch
     updates = [{k: h[k] for k in UPDATE_KEYS if k in h} for h in history if "grad_norm" in h]
     return str(out), wall, curve, updates, max((h.get("step", 0) for h in history), default=0)
 
 
-def updates_from_log(path: Path) -> list[dict]:
-    """The per-update records of a GRPO stage whose stage file predates ``updates``: the metric
-    dicts TRL printed to the stage's log, one per optimizer step, in order."""
+def logged_steps(path: Path) -> list[dict]:
+    """The metric dicts TRL printed to a GRPO stage's log, one per optimizer step, in order and
+    numbered: what is known of a stage whose stage file predates ``updates``, or that a lost lease
+    cut short before it wrote one."""
     import ast
 
     found = []
     for text in re.findall(r"\{'loss'.*?\}", path.read_text() if path.exists() else ""):
         logged = ast.literal_eval(text)
         if "grad_norm" in logged:
-            record = {k: float(logged[k]) for k in UPDATE_KEYS if logged.get(k) is not None and k != "step"}
-            found.append({"step": len(found) + 1, **record})
+            found.append({**logged, "step": len(found) + 1})
     return found
+
+
+def numbers(record: dict, keys: tuple[str, ...]) -> dict:
+    """``keys`` of a printed metric dict (TRL prints its figures as text) as numbers."""
+    return {k: float(record[k]) if k != "step" else record[k] for k in keys if record.get(k) is not None}
+
+
+def updates_from_log(path: Path) -> list[dict]:
+    return [numbers(m, UPDATE_KEYS) for m in logged_steps(path)]
+
+
+def curve_from_log(path: Path) -> list[dict]:
+    return [numbers(m, CURVE_KEYS) for m in logged_steps(path) if "reward" in m]
 
 
 def overhead(a, model: str) -> dict:
@@ -325,6 +340,8 @@ def collect(a) -> None:
     matplotlib.use("Agg")
     stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json"))}
     meta = stages.pop("meta", {})
+    # a GRPO stage that trained but wrote no stage file (the lease was lost before it ended): its log
+    cut_short = {p.stem: p for p in sorted(a.out.glob("grpo*.log")) if "-from" not in p.stem and p.stem not in stages}
     evaluated = evaluated_stages(stages, [name for name in (*CARD, *DIVERSE_STAGES) if name in stages])
     comparison = compare_evaluations(a, list(evaluated), meta)
     table = []
@@ -345,9 +362,14 @@ def collect(a) -> None:
     settings = {k: v for k, v in meta.get("settings", {}).items() if k not in UNRECORDED}
     result = {"table": table, "model": meta.get("model"), "device": meta.get("device"), "settings": settings,
               "grpo_overhead_ratio": stages.get("overhead", {}).get("grpo_overhead_ratio"),
-              "overhead": stages.get("overhead"), "not_run": [s for s in (*CARD, "overhead") if s not in stages],
-              "curves": {k: v["curve"] for k, v in stages.items() if "curve" in v},
-              "updates": {k: v.get("updates") or updates_from_log(a.out / f"{k}.log") for k, v in stages.items() if "curve" in v},
+              "overhead": stages.get("overhead"),
+              "not_run": [s for s in (*CARD, "overhead") if s not in stages and s not in cut_short],
+              "cut_short": {k: f"no {k}.json: the stage ended before it was evaluated (lost lease); {len(updates_from_log(log))} "
+                               f"updates read from {log.name}" for k, log in cut_short.items()},
+              "curves": {**{k: v["curve"] for k, v in stages.items() if "curve" in v},
+                         **{k: curve_from_log(log) for k, log in cut_short.items()}},
+              "updates": {**{k: v.get("updates") or updates_from_log(a.out / f"{k}.log") for k, v in stages.items() if "curve" in v},
+                          **{k: updates_from_log(log) for k, log in cut_short.items()}},
               "stage_settings": {k: v["settings"] for k, v in stages.items() if "settings" in v},  # where not `settings`
               "segments": {k: v["segments"] for k, v in stages.items() if "segments" in v},  # GRPO stretches, resumes
               "stage_commands": stage_commands(a.out)}  # fmt: skip
@@ -413,7 +435,8 @@ def plot(result: dict, path: Path) -> None:
     left.set_title(f"factorio-build, {result['model'].split(' (')[0]}")
     left.legend(fontsize=8, loc="upper left")
     for name, curve in result["curves"].items():
-        right.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name)
+        cut = " (cut short)" if name in result.get("cut_short", {}) else ""
+        right.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name + cut)
     right.set_xticks(sorted({c["step"] for curve in result["curves"].values() for c in curve}))
     right.set_xlabel("GRPO step at which a generation batch was drawn (T = 0.7)")
     right.set_ylabel("mean reward of the batch (success + 0.1 validity)")

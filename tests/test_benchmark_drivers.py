@@ -4,9 +4,11 @@ prm_guidance's clemscore with paired intervals, where a mode that played nothing
 decode_profile's decoding, which must run over the static cache it names; block_decoding's
 experimental attention, which must change no token; factorio_repro's checkpoint rows, each
 measured from its own SFT start; and its continuation of a done GRPO stage from the last
-checkpoint, which must keep the earlier step as a row; factorio_truncation's reading of a completion
+checkpoint, which must keep the earlier step as a row, and its reading of a stage a lost lease
+cut short from the stage's log; factorio_truncation's reading of a completion
 (closed or not, the lines no warm-start program has, the most repeated one); prm_guidance's name for a
-policy that reuses its SFT checkpoint, and its refusal to annotate a result of the older format."""
+policy that reuses its SFT checkpoint, and its refusal to annotate a result of the older format;
+factorio_updates' runs lined up by step."""
 
 from __future__ import annotations
 
@@ -161,6 +163,21 @@ def test_a_done_grpo_stage_continues_from_its_last_checkpoint_and_keeps_the_earl
     one = json.loads((out / "grpo93.json").read_text())
     assert one["steps"] == 1 and [s["end_reason"] for s in one["segments"]] == ["completed"]
 
+    # a lease lost before the stage file was written: --collect reads what the stage's log printed,
+    # the same figures the trainer state holds (TRL prints them rounded to 4 digits)
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    for name in ("meta.json", "grpo93.log"):
+        shutil.copy(out / name, lost / name)
+    collect = [sys.executable, str(BENCHMARKS / "factorio_repro.py"), "--collect", "--out", str(lost), "--result", "lost"]
+    collected = subprocess.run(collect, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert collected.returncode == 0, collected.stderr[-3000:]
+    result = json.loads((tmp_path / "benchmarks" / "results" / "lost.json").read_text())
+    assert list(result["cut_short"]) == ["grpo93"] and "grpo93" not in result["not_run"] and result["table"] == []
+    for got, want in ((result["updates"]["grpo93"], one["updates"]), (result["curves"]["grpo93"], one["curve"])):
+        assert [sorted(g) for g in got] == [sorted(w) for w in want] and len(got) == 1
+        assert all(g[k] == pytest.approx(w[k], rel=1e-3, abs=1e-6) for g, w in zip(got, want) for k in w)
+
     on = driver("--grpo_steps", "2", "--grpo_continue")
     assert on.returncode == 0, on.stderr[-3000:]
     two = json.loads((out / "grpo93.json").read_text())
@@ -219,3 +236,21 @@ def test_prm_guidance_names_a_reused_sft_checkpoint_and_refuses_to_annotate_an_o
     with pytest.raises(SystemExit, match="has no clemscore table"):
         main(["--annotate", str(old)])
     assert json.loads(old.read_text()) == {"clemscore_greedy": 3.47, "clemscore_best_of_4": 10.02}
+
+
+def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchmarks_path, tmp_path):
+    import json
+
+    from factorio_updates import load, main
+
+    updates = [{"step": k, "entropy": 0.03 * k, "grad_norm": 0.1, "learning_rate": 2e-5} for k in (1, 2, 3)]
+    curve = [{"step": 1, "reward": 0.7, "completions/clipped_ratio": 0.25}, {"step": 3, "reward": 0.2}]
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"updates": {"grpo93": updates}, "curves": {"grpo93": curve}}))
+    main([f"{run}=a", f"{run}:grpo93=b", "--steps", "2", "--out", str(tmp_path / "cmp")])
+    table = json.loads((tmp_path / "cmp.json").read_text())["table"]
+    assert list(table) == ["a", "b"] and table["a"] == table["b"] and (tmp_path / "cmp.png").exists()
+    assert [u["entropy"] for u in table["a"]["updates"]] == [0.03, 0.06]  # the first 2 updates
+    assert table["a"]["batches"] == [{"step": 1, "reward": 0.7, "at_cap": 0.25, "zero_spread_filtered": None}]
+    with pytest.raises(SystemExit, match="has no GRPO stage 'grpo800'; it has grpo93"):
+        load(f"{run}:grpo800=c")

@@ -1,0 +1,83 @@
+"""GRPO runs of ``factorio_repro.py`` side by side, update by update: the policy's entropy on each
+batch's completions, the gradient norm and the rate of every optimizer step, and the reward and
+share at the token cap of every generation batch.
+
+A run that breaks shows it here before any evaluation: the batch reward falls and the entropy on
+the policy's own completions rises. The runs are result files written by ``factorio_repro.py
+--collect`` (a stage a lost lease cut short included), each named ``FILE[:STAGE]=LABEL``.
+
+    python benchmarks/factorio_updates.py benchmarks/results/factorio_repro_topp09.json="session 23" \\
+        ... --out benchmarks/results/factorio_updates_topp09
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def load(run: str) -> tuple[str, dict]:
+    """``FILE[:STAGE]=LABEL`` -> (label, {"updates": [...], "curve": [...]}) of that GRPO stage."""
+    where, _, label = run.partition("=")
+    path, _, stage = where.partition(":")
+    result = json.loads(Path(path).read_text())
+    stage = stage or next(iter(result["updates"]))
+    if stage not in result["updates"]:
+        raise SystemExit(f"{path} has no GRPO stage {stage!r}; it has {', '.join(result['updates'])}")
+    return label or f"{Path(path).stem}:{stage}", {"updates": result["updates"][stage], "curve": result["curves"][stage]}
+
+
+def summary(runs: dict[str, dict], steps: int) -> dict:
+    """The first ``steps`` updates of every run, and the generation batches drawn in them."""
+    keys = {"entropy": "entropy", "grad_norm": "grad_norm", "learning_rate": "learning_rate"}
+    batches = {"reward": "reward", "at_cap": "completions/clipped_ratio", "zero_spread_filtered": "zero_spread/filtered_frac"}
+    return {
+        label: {
+            "updates": [{"step": u["step"], **{k: u.get(v) for k, v in keys.items()}} for u in run["updates"] if u["step"] <= steps],
+            "batches": [{"step": c["step"], **{k: c.get(v) for k, v in batches.items()}} for c in run["curve"] if c["step"] <= steps],
+        }
+        for label, run in runs.items()
+    }
+
+
+def plot(table: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (reward, entropy, norm) = plt.subplots(1, 3, figsize=(16, 4))
+    for label, run in table.items():
+        reward.plot([b["step"] for b in run["batches"]], [b["reward"] for b in run["batches"]], marker="o", label=label)
+        entropy.plot([u["step"] for u in run["updates"]], [u["entropy"] for u in run["updates"]], marker=".", label=label)
+        norm.plot([u["step"] for u in run["updates"]], [u["grad_norm"] for u in run["updates"]], marker=".", label=label)
+    reward.set(xlabel="step at which a generation batch was drawn", ylabel="mean reward of the batch", title="batch reward")
+    entropy.set(xlabel="optimizer step", ylabel="mean token entropy on the batch's completions", title="policy entropy")
+    norm.set(xlabel="optimizer step", ylabel="gradient norm before clipping to 1.0", title="gradient norm", yscale="log")
+    for ax in (reward, entropy, norm):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", help="FILE[:STAGE]=LABEL: a factorio_repro result file and its GRPO stage")
+    p.add_argument("--steps", type=int, default=8, help="compare the first STEPS updates")
+    p.add_argument("--title", default="factorio-build GRPO, update by update")
+    p.add_argument("--out", type=Path, required=True, help="writes OUT.json and OUT.png")
+    a = p.parse_args(argv)
+    table = summary(dict(load(run) for run in a.runs), a.steps)
+    a.out.with_suffix(".json").write_text(json.dumps({"runs": a.runs, "steps": a.steps, "table": table}, indent=2) + "\n")
+    plot(table, a.out.with_suffix(".png"), a.title)
+    for label, run in table.items():
+        print(f"{label}: batch reward {[b['reward'] for b in run['batches']]}, at cap {[b['at_cap'] for b in run['batches']]}, "
+              f"entropy {[round(u['entropy'], 4) for u in run['updates']]}")
+
+
+if __name__ == "__main__":
+    main()
