@@ -138,16 +138,18 @@ def test_compiled_generation_under_mixed_precision_decodes_on_a_synced_half_prec
     assert all(torch.equal(v, trained[k].to(torch.bfloat16)) for k, v in copy.state_dict().items())
 
 
+@pytest.mark.parametrize("truncation", [{}, {"top_k": 20, "top_p": 0.9}], ids=["temperature", "top_k+top_p"])
 def test_sampling_logprobs_are_the_samplers_own_and_their_gap_to_the_trainers_is_logged(
-    tiny_qwen35, tmp_path, episode_grpo_trainer
+    tiny_qwen35, tmp_path, episode_grpo_trainer, truncation
 ):
     """Compiled generation (static cache, packed GQA) of a multi-turn env at T = 0.7, one
     generation batch serving two updates so that TRL computes the trainer's old log-probabilities:
     the recorded ones are the sampler's at the same temperature, so in float32 the logged gap is
-    float noise. Recorded one token late or without the temperature, it would be far larger."""
+    float noise. Recorded one token late or without the temperature, it would be far larger. With
+    TRL's top_k and top_p they are the truncated distribution's: above the trainer's for every token."""
     spec, _, trainer = episode_grpo_trainer(
         tiny_qwen35, "count-test", {"rows": 8}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=2,
-        compile_generation=True, sampling_logprobs=True, temperature=0.7, generation_batch_size=8,
+        compile_generation=True, sampling_logprobs=True, temperature=0.7, generation_batch_size=8, **truncation,
     )  # fmt: skip
     outputs = []
     score = trainer._generate_and_score_completions
@@ -157,17 +159,53 @@ def test_sampling_logprobs_are_the_samplers_own_and_their_gap_to_the_trainers_is
     sampled, old = output["sampling_per_token_logps"], output["old_per_token_logps"]
     mask = output["completion_mask"] * output["tool_mask"]  # the model's tokens (env text carries 0.0)
     assert mask.sum() > 40 and (sampled[mask.bool()] < 0).all()
-    torch.testing.assert_close(sampled * mask, old * mask, atol=1e-4, rtol=0)
     (logged,) = [h for h in trainer.state.log_history if "sampling/logp_gap/mean" in h]
-    assert 0 <= logged["sampling/logp_gap/mean"] <= logged["sampling/logp_gap/max"] < 1e-4
+    if not truncation:
+        torch.testing.assert_close(sampled * mask, old * mask, atol=1e-4, rtol=0)
+        assert 0 <= logged["sampling/logp_gap/mean"] <= logged["sampling/logp_gap/max"] < 1e-4
+        return
+    lifted = (sampled - old)[mask.bool()]  # log(1 / kept mass): the tiny random model spreads its mass wide
+    assert lifted.min() > 0.01 and logged["sampling/logp_gap/mean"] == pytest.approx(lifted.mean().item(), rel=1e-3)
 
 
-def test_sampling_logprobs_refuse_warpers_after_temperature(tiny_qwen35, tmp_path, episode_grpo_trainer):
-    with pytest.raises(ValueError, match="temperature sampling only, and top_k=5 would reshape"):
+def test_sampling_logprobs_refuse_warpers_after_top_p(tiny_qwen35, tmp_path, episode_grpo_trainer):
+    with pytest.raises(ValueError, match="temperature, top-k and top-p sampling only, and min_p=0.05 would reshape"):
         episode_grpo_trainer(
             tiny_qwen35, "count-test", {"rows": 4}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=1,
-            sampling_logprobs=True, top_k=5,
+            sampling_logprobs=True, top_k=5, min_p=0.05,
         )  # fmt: skip
+
+
+def test_sampling_logprobs_under_top_k_and_top_p_are_the_truncated_distributions(tiny_qwen35):
+    """Top-k and top-p go through transformers' own warpers after temperature, in generate's order:
+    with one seed the recorder draws exactly what generate draws, and records each token's
+    log-probability under the truncated, renormalised distribution, recomputed here from a forward
+    pass. Recorded before the truncation, they would be the trainer's, lower by log of the kept mass."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=torch.float32).eval()
+    prompt = torch.tensor([[11, 12, 13, 14, 15], [21, 22, 23, 24, 25]])
+    config = GenerationConfig(do_sample=True, max_new_tokens=12, temperature=0.7, top_k=20, top_p=0.9, eos_token_id=None, pad_token_id=0)
+    torch.manual_seed(0)
+    plain = model.generate(prompt, generation_config=config)  # as TRL calls it
+    with RecordedGenerate(model, 0.7, top_k=20, top_p=0.9) as recorded:
+        torch.manual_seed(0)
+        out = model.generate(prompt, generation_config=config)
+    assert torch.equal(out, plain)
+    drawn = out[:, prompt.size(1):]
+    with torch.no_grad():
+        scaled = model(out).logits[:, prompt.size(1) - 1 : -1].float() / 0.7
+    top = scaled.softmax(-1).topk(20, dim=-1)  # the 20 most likely, renormalised
+    kept = top.values / top.values.sum(-1, keepdim=True)
+    nucleus = (kept.cumsum(-1) - kept) < 0.9  # a token stays while the mass above it is under 0.9
+    rank = top.indices == drawn.unsqueeze(-1)
+    assert (rank & nucleus).any(-1).all()  # every drawn token was in the nucleus
+    want = ((kept * rank).sum(-1) / (kept * nucleus).sum(-1)).log()
+    torch.testing.assert_close(recorded.logprobs, want, atol=1e-5, rtol=0)
+    untruncated = scaled.log_softmax(-1).gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
+    assert (recorded.logprobs - untruncated).min() > 0.01  # the tiny random model spreads its mass wide
 
 
 def test_sampling_logprobs_see_the_warpers_generate_takes_from_the_models_own_config(tmp_path):
@@ -177,11 +215,14 @@ def test_sampling_logprobs_see_the_warpers_generate_takes_from_the_models_own_co
     from transformers import GenerationConfig
     from trl import GRPOConfig
 
+    from rlplugs.adapters.trl.sampling_logprobs import truncations
     from rlplugs.adapters.trl.trainer import sampling_logprobs_conflict
 
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none")
     trl_config = GenerationConfig(top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, temperature=0.7, do_sample=True)
     assert sampling_logprobs_conflict(args, trl_config, GenerationConfig(top_k=20, top_p=0.95)) is None
+    assert truncations(trl_config, GenerationConfig(top_k=20, top_p=0.95)) == {}
+    assert truncations(GenerationConfig(top_p=0.9), GenerationConfig(top_k=20)) == {"top_k": 20, "top_p": 0.9}
     refused = sampling_logprobs_conflict(args, trl_config, GenerationConfig(min_p=0.05))
     assert refused is not None and "min_p=0.05 would reshape the distribution" in refused
 

@@ -105,7 +105,7 @@ class EnvGRPOScriptArguments(GRPOScriptArguments, EnvArguments):
         default=False,
         metadata={
             "help": "Plain generate (no vLLM): record the sampler's log-probability of each token it draws "
-            "(temperature sampling only), as vLLM returns them: TRL's off_policy_mask_threshold then uses them, and "
+            "(under temperature, top-k and top-p: the truncated distribution it draws from), as vLLM returns them: TRL's off_policy_mask_threshold then uses them, and "
             "the log shows their gap to the trainer's (sampling/logp_gap/mean, max) where TRL computes old log-probs."
         },
     )

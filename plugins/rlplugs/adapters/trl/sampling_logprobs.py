@@ -5,12 +5,14 @@ takes another path than the training forward: a static cache, its own decoding a
 or packed GQA), and under mixed precision a half-precision copy of the model
 (:mod:`rlplugs.adapters.trl.generation_copy`). Where the two disagree, updates are off-policy in a
 way TRL measures only for vLLM, which returns the sampler's log-probabilities. This gives plain
-``generate`` the same: :class:`SampledLogprobs` stands in for the temperature warper, so it sees
-the exact distribution the next token is drawn from, and keeps the log-probability of the token
-drawn. TRL then carries them as ``sampling_per_token_logps`` (which its
-``off_policy_mask_threshold`` uses), and the trainer logs their gap to its own log-probabilities.
-Sampling warpers other than temperature (top-k, top-p, min-p, ...) run after it and would change
-the distribution again, so they are refused (:func:`unsupported_warpers`).
+``generate`` the same: :class:`SampledLogprobs` stands in for the temperature, top-k and top-p
+warpers (transformers' own, in generate's order), so it sees the exact distribution the next token
+is drawn from, and keeps the log-probability of the token drawn. Under top-k or top-p that is the
+truncated, renormalised distribution: the rollouts' true behaviour policy, which the trainer's
+log-probabilities (temperature only) are not. TRL then carries them as ``sampling_per_token_logps``
+(which its ``off_policy_mask_threshold`` uses), and the trainer logs their gap to its own
+log-probabilities. Other sampling warpers (min-p, typical-p, ...) would run after it and change the
+distribution again, so they are refused (:func:`unsupported_warpers`).
 """
 
 from __future__ import annotations
@@ -19,32 +21,42 @@ from typing import Any
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
+from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 # generation-config fields that add a sampling warper after temperature, with their "off" values
-OTHER_WARPERS = {"top_k": (None, 0), "top_p": (None, 1.0), "min_p": (None,), "typical_p": (None, 1.0),
-                 "epsilon_cutoff": (None, 0.0), "eta_cutoff": (None, 0.0), "top_h": (None,)}  # fmt: skip
+OTHER_WARPERS = {"min_p": (None,), "typical_p": (None, 1.0), "epsilon_cutoff": (None, 0.0), "eta_cutoff": (None, 0.0),
+                 "top_h": (None,)}  # fmt: skip
+TRUNCATIONS = {"top_k": (None, 0), "top_p": (None, 1.0)}  # the ones the recorder applies itself, and their "off"
+
+
+def _setting(config: Any, defaults: Any, name: str) -> Any:
+    """``config``'s ``name``; ``generate`` fills a field the passed config leaves None from the
+    model's own generation config, given as ``defaults``."""
+    value = getattr(config, name, None)
+    return getattr(defaults, name, None) if value is None else value
 
 
 def unsupported_warpers(config: Any, defaults: Any = None) -> list[str]:
-    """The sampling warpers besides temperature that ``config`` (a generation config or TRL's
-    GRPOConfig) turns on, as ``name=value``. ``generate`` fills a field the passed config leaves
-    None from the model's own generation config, given as ``defaults``."""
-    found = []
-    for name, off in OTHER_WARPERS.items():
-        value = getattr(config, name, None)
-        value = getattr(defaults, name, None) if value is None else value
-        if value not in off:
-            found.append(f"{name}={value}")
-    return found
+    """The sampling warpers besides temperature, top-k and top-p that ``config`` (a generation
+    config or TRL's GRPOConfig) turns on, as ``name=value``."""
+    found = [(name, _setting(config, defaults, name), off) for name, off in OTHER_WARPERS.items()]
+    return [f"{name}={value}" for name, value, off in found if value not in off]
+
+
+def truncations(config: Any, defaults: Any = None) -> dict[str, Any]:
+    """The top-k and top-p that ``generate`` would apply with ``config``, as :class:`RecordedGenerate` takes them."""
+    found = {name: _setting(config, defaults, name) for name in TRUNCATIONS}
+    return {name: value for name, value in found.items() if value not in TRUNCATIONS[name]}
 
 
 class SampledLogprobs(LogitsProcessor):
-    """Temperature scaling that also records, per row, the log-probability of each token drawn
-    from the scaled distribution. The token drawn at one step shows as the last input id of the
-    next call; the last one comes from the finished sequences (:meth:`take`)."""
+    """Temperature scaling, then top-k and top-p, that also records, per row, the log-probability of
+    each token drawn from the resulting distribution. The token drawn at one step shows as the last
+    input id of the next call; the last one comes from the finished sequences (:meth:`take`)."""
 
-    def __init__(self, temperature: float):
+    def __init__(self, temperature: float, top_k: int | None = None, top_p: float | None = None):
         self.temperature = temperature
+        self.truncate = [*([TopKLogitsWarper(top_k)] if top_k else []), *([TopPLogitsWarper(top_p)] if top_p else [])]
         # the scaled scores of the step whose token is not drawn yet, and their log-normaliser: a
         # reduction per step, where a log-softmax would write a second (rows, vocabulary) tensor
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -53,6 +65,8 @@ class SampledLogprobs(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         self._keep(input_ids[:, -1:])
         scores = scores.float() / self.temperature
+        for warper in self.truncate:  # what they leave out is -inf: log-probability -inf, never drawn
+            scores = warper(input_ids, scores)
         self._pending = (scores, torch.logsumexp(scores, dim=-1, keepdim=True))
         return scores
 
@@ -73,11 +87,11 @@ class SampledLogprobs(LogitsProcessor):
 
 class RecordedGenerate:
     """``model.generate`` for the duration of a ``with`` block: sampling goes through a
-    :class:`SampledLogprobs` in place of the temperature warper, and :attr:`logprobs` holds the
-    recorded values of the last call, ``(rows, generated tokens)``."""
+    :class:`SampledLogprobs` in place of the temperature, top-k and top-p warpers, and
+    :attr:`logprobs` holds the recorded values of the last call, ``(rows, generated tokens)``."""
 
-    def __init__(self, model: torch.nn.Module, temperature: float):
-        self.model, self.recorder = model, SampledLogprobs(temperature)
+    def __init__(self, model: torch.nn.Module, temperature: float, top_k: int | None = None, top_p: float | None = None):
+        self.model, self.recorder = model, SampledLogprobs(temperature, top_k, top_p)
         self.logprobs: torch.Tensor | None = None
 
     def __enter__(self) -> RecordedGenerate:
@@ -90,6 +104,6 @@ class RecordedGenerate:
 
     def generate(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         processors = LogitsProcessorList([*(kwargs.pop("logits_processor", None) or []), self.recorder])
-        out = self._generate(*args, logits_processor=processors, temperature=1.0, **kwargs)
+        out = self._generate(*args, logits_processor=processors, temperature=1.0, top_k=0, top_p=1.0, **kwargs)
         self.logprobs = self.recorder.take(out)
         return out

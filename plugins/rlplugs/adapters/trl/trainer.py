@@ -60,7 +60,7 @@ from trl import GRPOTrainer
 
 from rlplugs.adapters.trl.generation_copy import NEEDS_WHOLE_WEIGHTS, GenerationCopy
 from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_decoding_attention
-from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate, unsupported_warpers
+from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate, truncations, unsupported_warpers
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
@@ -79,8 +79,8 @@ def sampling_logprobs_conflict(args: Any, generation_config: Any = None, model_d
     generated = unsupported_warpers(generation_config, model_defaults) if generation_config is not None else []
     warpers = unsupported_warpers(args) + generated
     if warpers:
-        return (f"sampling_logprobs records temperature sampling only, and {', '.join(dict.fromkeys(warpers))} "
-                "would reshape the distribution after it: leave those at their defaults or drop sampling_logprobs")  # fmt: skip
+        return (f"sampling_logprobs records temperature, top-k and top-p sampling only, and {', '.join(dict.fromkeys(warpers))} "
+                "would reshape the distribution after them: leave those at their defaults or drop sampling_logprobs")  # fmt: skip
     return None
 
 
@@ -169,7 +169,7 @@ class EnvGRPOTrainer(GRPOTrainer):
         with self._generating_model() as model:
             if not self.sampling_logprobs:
                 return super()._generate_single_turn(*args, **kwargs)
-            with RecordedGenerate(model, self.temperature) as recorded:
+            with RecordedGenerate(model, self.temperature, **truncations(self.generation_config, model.generation_config)) as recorded:
                 completion_ids, _ = super()._generate_single_turn(*args, **kwargs)
             return completion_ids, [lp[: len(ids)] for lp, ids in zip(recorded.logprobs.tolist(), completion_ids)]
 
