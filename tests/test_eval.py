@@ -189,14 +189,15 @@ def test_failing_render_is_noted_not_fatal(tmp_path):
 
 @pytest.mark.parametrize("env", ["letters-test", "count-test"])
 def test_cli_eval_with_tiny_qwen35(env, tiny_qwen35, tmp_path, plugin_env):
+    name = ["--name", "tiny Qwen3.5, step 0"] if env == "count-test" else []  # else the report names it by path
     out = subprocess.run(
         [RLPLUGS, "eval", "--env", env, "--split", "validation", "--model", str(tiny_qwen35), "--rows", "2",
-         "--samples", "2", "--max_new_tokens", "6", "--temperature", "1.0", "--out", str(tmp_path)],
+         "--samples", "2", "--max_new_tokens", "6", "--temperature", "1.0", "--out", str(tmp_path), *name],
         env=plugin_env, capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["policy"] == str(tiny_qwen35)
+    assert report["policy"] == (name[1] if name else str(tiny_qwen35))
     split = report["splits"]["validation"]
     assert split["counts"]["samples"] == 4 and split["counts"]["unscored_samples"] == 0
     assert 0.0 <= split["success_rate"] <= 1.0

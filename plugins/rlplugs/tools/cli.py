@@ -124,6 +124,8 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", help="path of a Hugging Face model directory to evaluate")
     who.add_argument("--policy", choices=["reference"], help="'reference': the env's own reference policy")
+    p.add_argument("--name", help="the policy's name in the report and in `rlplugs report` tables "
+                                  "(default: the --model path, or 'reference')")
     p.add_argument("--tokenizer", help="tokenizer path (default: the model's)")
     p.add_argument("--rows", type=int, help="rows per split (default: the env's protocol)")
     p.add_argument("--samples", type=int, help="samples per row (default: the env's protocol)")
@@ -156,7 +158,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
         enable_thinking=args.enable_thinking, batch_size=args.batch_size, compile_generation=args.compile_generation,
         dtype=args.dtype, seed=args.seed, guidance=args.guidance,
-        guidance_args=parse_json_options(args.guidance_args, "--guidance_args"), render=args.render,
+        guidance_args=parse_json_options(args.guidance_args, "--guidance_args"), render=args.render, name=args.name,
     )  # fmt: skip
     return 0
 

@@ -71,9 +71,11 @@ def run_eval(
     guidance: str | None = None,
     guidance_args: dict[str, Any] | None = None,
     render: int = 3,
+    name: str | None = None,
 ) -> Path:
     """Evaluate ``model`` (a model directory) or ``policy="reference"`` on env ``env`` and write the
-    report into ``out``; ``None`` means the env protocol's own value. Returns the report directory."""
+    report into ``out``, the policy named ``name`` (default: the model's path, or "reference");
+    ``None`` means the env protocol's own value. Returns the report directory."""
     from rlplugs.tools.evaluation import evaluate_to_dir, protocol_overrides
 
     spec = make_env(env, env_args)
@@ -85,9 +87,9 @@ def run_eval(
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     splits = [split] if split else list(protocol.splits)
-    for name in splits:
-        if name not in spec.datasets:
-            raise UsageError(f"env '{spec.name}' has no split '{name}'; splits: {', '.join(spec.datasets)}")
+    for wanted in splits:
+        if wanted not in spec.datasets:
+            raise UsageError(f"env '{spec.name}' has no split '{wanted}'; splits: {', '.join(spec.datasets)}")
     if model:
         check_model_dir(model, "--model")
     if tokenizer:
@@ -127,14 +129,14 @@ def run_eval(
     else:
         raise UsageError("give --model PATH or --policy reference")
     report, out_path = evaluate_to_dir(
-        spec, splits, player, out_dir, protocol=protocol, policy_name=policy_name, guidance=strategy,
+        spec, splits, player, out_dir, protocol=protocol, policy_name=name or policy_name, guidance=strategy,
         guidance_name=guidance, render=render, progress=True,
     )  # fmt: skip
     console = Console(highlight=False, soft_wrap=True)
-    for name, result in report["splits"].items():
+    for split_name, result in report["splits"].items():
         success = result["success_rate"]
         console.print(
-            f"[bold]{spec.name}[/bold] {name}: {result['counts']['samples']} samples, "
+            f"[bold]{spec.name}[/bold] {split_name}: {result['counts']['samples']} samples, "
             f"success rate {'n/a' if success is None else f'{success:.3f}'}; "
             + ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in result["components"].items())
         )
