@@ -46,6 +46,12 @@ class NoOpGuardConfig(StrictConfig):
     sample_per_tensor: int = Field(4096, ge=1, description="elements sampled per trainable tensor")
 
 
+class EntropyGuardConfig(StrictConfig):
+    ratio: float = Field(2.0, gt=1, description="stop when the metric exceeds this many times its early level")
+    baseline_steps: int = Field(1, ge=1, description="log entries whose mean is the early level")
+    metric: str = Field("entropy", description="logged metric holding the policy's mean token entropy")
+
+
 class TruncationConfig(StrictConfig):
     threshold: float = Field(0.1, ge=0, le=1, description="warn when the clipped share rises above this")
     metric: str = Field("completions/clipped_ratio", description="logged metric holding the clipped share")
@@ -58,6 +64,7 @@ SUMMARIES = {
     "repair-optimizer": "add missing optimizer state to a DCP checkpoint so a strict load succeeds (prime-rl)",
     "segments": "record training segments (start/end step, why it ended, optimizer carried)",
     "bf16-noop-guard": "stop a run whose optimizer updates round away in bf16",
+    "entropy-guard": "stop a GRPO run whose policy entropy on its completions rises past 2x its first step's",
     "truncation-monitor": "per-env share of completions clipped at the limit, warned above a threshold",
 }
 
@@ -104,6 +111,15 @@ def _noop_guard(cfg: NoOpGuardConfig) -> Fixup:
     return Fixup("bf16-noop-guard", SUMMARIES["bf16-noop-guard"], make)
 
 
+def _entropy_guard(cfg: EntropyGuardConfig) -> Fixup:
+    def make(training_args, env_spec):
+        from rlplugs.builtins.checkpoint.entropy import EntropyGuard
+
+        return EntropyGuard(cfg.ratio, cfg.baseline_steps, cfg.metric)
+
+    return Fixup("entropy-guard", SUMMARIES["entropy-guard"], make)
+
+
 def _truncation_monitor(cfg: TruncationConfig) -> Fixup:
     def make(training_args, env_spec):
         from rlplugs.builtins.checkpoint.truncation import TruncationMonitor
@@ -119,6 +135,7 @@ _FACTORIES: dict[str, tuple[Callable[..., Fixup], type | None]] = {
     "repair-optimizer": (_repair_optimizer, None),
     "segments": (_segments, None),
     "bf16-noop-guard": (_noop_guard, NoOpGuardConfig),
+    "entropy-guard": (_entropy_guard, EntropyGuardConfig),
     "truncation-monitor": (_truncation_monitor, TruncationConfig),
 }
 

@@ -1,0 +1,58 @@
+"""Entropy guard: stop a GRPO run whose policy grows unsure of its own completions.
+
+Why: when updates break a policy, the first sign in the log is TRL's ``entropy`` (the policy's
+mean token entropy on the completions it trains on), which rises while loss and gradient norms
+look ordinary; the reward falls one generation batch later, and a held-out evaluation only at
+the end. In the nine factorio-build GRPO stages whose updates are logged (SmolLM2-135M, H200;
+``benchmarks/results/factorio_repro_*.json``), the three that broke (holdout 0.973 -> 0.027;
+holdout at top_p 0.9 0.816 -> 0.408; rollout reward 0.705 -> 0.167) passed twice their first
+update's entropy at steps 13, 9 and 5; the six that did not stayed below 1.31 times it. Stopping
+there saves the rest of a lease for another run.
+
+The guard takes the mean of the metric over the first ``baseline_steps`` log entries that carry it
+and stops training, with the reason in the run's segments, at the first later entry above
+``ratio`` times that. TRL's entropy is a global mean over all processes, so all stop together.
+"""
+
+from __future__ import annotations
+
+import logging
+from statistics import fmean
+
+from transformers import TrainerCallback
+
+from rlplugs.builtins.checkpoint.segments import STOP_REASON_KEY
+
+log = logging.getLogger(__name__)
+
+
+class EntropyGuard(TrainerCallback):
+    """Stops training when the logged entropy rises past ``ratio`` times its early level."""
+
+    def __init__(self, ratio: float = 2.0, baseline_steps: int = 1, metric: str = "entropy"):
+        self.ratio = ratio
+        self.baseline_steps = baseline_steps
+        self.metric = metric
+        self.history: list[tuple[int, float]] = []  # (step, value) of every entry that carried the metric
+        self.tripped: str | None = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or logs.get(self.metric) is None or self.tripped:  # None: no valid value in the entry
+            return
+        value, step = float(logs[self.metric]), state.global_step
+        self.history.append((step, value))
+        if len(self.history) <= self.baseline_steps:
+            return
+        base = fmean(v for _, v in self.history[: self.baseline_steps])
+        if value <= self.ratio * base:
+            return
+        first = self.history[0][0]
+        self.tripped = (
+            f"the policy's {self.metric} on its completions rose to {value:.4g} at step {step}, {value / base:.2f} times "
+            f"its level over steps {first}-{self.history[self.baseline_steps - 1][0]} ({base:.4g}; limit {self.ratio:g}x): "
+            f"updates are breaking the policy. Training stopped; go on from a checkpoint saved before step {step} "
+            "with a lower learning rate, or raise the guard's ratio if the rise is expected."
+        )
+        log.error("entropy-guard stopped training: %s", self.tripped)
+        state.log_history.append({"step": step, STOP_REASON_KEY: f"entropy-guard: {self.tripped}"})
+        control.should_training_stop = True

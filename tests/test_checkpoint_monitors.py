@@ -1,0 +1,130 @@
+"""Truncation monitor and entropy guard as callbacks on TRL's GRPOTrainer with the tiny Qwen3.5
+and real tokenizer.
+
+The random model never says ``<|im_end|>`` on its own, so with a 4-token limit every completion
+is clipped; forcing EOS as the last generated token (``forced_eos_token_id``) makes none clipped.
+Its token entropy is close to the log of the vocabulary's size, which cannot double.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from rlplugs.builtins.checkpoint.segments import SegmentLog
+from rlplugs.builtins.checkpoint.truncation import TRUNCATION_FILE
+from rlplugs.registry import get_registry
+
+
+def _never_scored(prompts, completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+def _grpo(model_dir, out, generation_kwargs=None, fixups=None, **settings):
+    """A GRPO run of 2 steps (``settings`` change it) with the fixups ``{name: options}`` attached
+    (by default the truncation monitor at 25%); returns the trainer and the callbacks by name."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    args = GRPOConfig(**{
+        "output_dir": str(out), "max_steps": 2, "per_device_train_batch_size": 2, "num_generations": 2,
+        "max_completion_length": 4, "logging_steps": 1, "learning_rate": 1e-5, "seed": 0, "use_cpu": True,
+        "bf16": False, "report_to": "none", "save_strategy": "no", "disable_tqdm": True,
+        "generation_kwargs": generation_kwargs, **settings,
+    })  # fmt: skip
+    callbacks = {
+        name: get_registry().get("checkpoint_fixup", name).build(options).trainer_callback(args, SimpleNamespace(name="toy-env"))
+        for name, options in (fixups or {"truncation-monitor": {"threshold": 0.25}}).items()
+    }
+    rows = [{"prompt": [{"role": "user", "content": f"Count to {i}."}]} for i in range(4)]
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), reward_funcs=_never_scored,
+        args=args, train_dataset=Dataset.from_list(rows), processing_class=AutoTokenizer.from_pretrained(model_dir),
+        callbacks=list(callbacks.values()),
+    )  # fmt: skip
+    trainer.train()
+    return trainer, callbacks
+
+
+def test_clipped_share_is_logged_every_step_and_warned_above_threshold(tiny_qwen35, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="rlplugs.builtins.checkpoint.truncation"):
+        _, callbacks = _grpo(tiny_qwen35, tmp_path)
+    monitor = callbacks["truncation-monitor"]
+    assert monitor.history == [(1, 1.0), (2, 1.0)]
+    records = [json.loads(line) for line in (tmp_path / TRUNCATION_FILE).read_text().splitlines()]
+    assert records == [{"step": s, "env": "toy-env", "clipped_ratio": 1.0} for s in (1, 2)]
+    assert len(monitor.warnings) == 1  # warned on crossing, not on every step above
+    assert "truncation[toy-env]: 100.0% of completions were clipped" in monitor.warnings[0]
+    assert [r.message for r in caplog.records if r.name == "rlplugs.builtins.checkpoint.truncation"] == monitor.warnings
+
+
+def test_completions_ending_in_eos_are_not_warned_about(tiny_qwen35, tmp_path):
+    from transformers import AutoTokenizer
+
+    eos = AutoTokenizer.from_pretrained(tiny_qwen35).eos_token_id
+    monitor = _grpo(tiny_qwen35, tmp_path, {"forced_eos_token_id": eos})[1]["truncation-monitor"]
+    assert monitor.history == [(1, 0.0), (2, 0.0)]
+    assert monitor.warnings == []
+
+
+@pytest.mark.parametrize("shares, warned_at", [([0.016, 0.05, 0.38, 0.4, 0.1, 0.3], [3, 6])])
+def test_warning_repeats_only_after_the_share_falls_back_below_threshold(tmp_path, shares, warned_at):
+    """The card's run: 1.6% clipped at the start, 38% later."""
+    monitor = (
+        get_registry().get("checkpoint_fixup", "truncation-monitor").build({"threshold": 0.2}).trainer_callback(None)
+    )
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    for step, share in enumerate(shares, 1):
+        state = SimpleNamespace(global_step=step, is_world_process_zero=True)
+        monitor.on_log(args, state, None, logs={"completions/clipped_ratio": share, "loss": 0.1})
+    assert [int(w.split("at step ")[1].split(" ")[0]) for w in monitor.warnings] == warned_at
+    assert "1.6% at step 1" in monitor.warnings[0] and "38.0%" in monitor.warnings[0]
+    assert "truncation[default]" in monitor.warnings[0]
+
+
+def test_entropy_guard_reads_every_step_and_leaves_a_steady_run_alone(tiny_qwen35, tmp_path):
+    trainer, callbacks = _grpo(tiny_qwen35, tmp_path, fixups={"entropy-guard": {}})
+    guard = callbacks["entropy-guard"]
+    assert [step for step, _ in guard.history] == [1, 2] and all(value > 5 for _, value in guard.history)
+    assert guard.tripped is None and trainer.state.global_step == 2
+
+
+def test_entropy_guard_stops_at_the_first_entry_past_its_ratio_and_records_why(tiny_qwen35, tmp_path, caplog):
+    """The stop itself, on a real trainer: watching the learning rate of a 4-step warm-up, which
+    rises deterministically (the entropy of a random model does not)."""
+    fixups = {"entropy-guard": {"metric": "learning_rate", "baseline_steps": 2}, "segments": {}}
+    with caplog.at_level(logging.ERROR, logger="rlplugs.builtins.checkpoint.entropy"):
+        trainer, callbacks = _grpo(tiny_qwen35, tmp_path, fixups=fixups, max_steps=6, warmup_steps=4)
+    rates = [value for _, value in callbacks["entropy-guard"].history]
+    assert rates[-1] > 2 * (rates[0] + rates[1]) / 2 >= max(rates[:-1])  # stopped at the first entry past 2x
+    assert trainer.state.global_step == len(rates) < 6
+    reason = callbacks["entropy-guard"].tripped
+    assert f"rose to {rates[-1]:.4g} at step {len(rates)}" in reason and "limit 2x" in reason
+    assert [r.message for r in caplog.records] == [f"entropy-guard stopped training: {reason}"]
+    (segment,) = SegmentLog(tmp_path).segments
+    assert segment.end_step == len(rates) and segment.end_reason == f"stopped: entropy-guard: {reason}"
+
+
+@pytest.mark.parametrize(("entropies", "stopped_at"), [
+    ([0.0276, 0.0328, 0.0328, 0.0365, 0.0585, 0.0702, 0.0743, 0.0711], 5),  # session 25's top_p 0.9 phase: broke
+    ([0.0286, 0.0315, 0.0283, 0.0313, 0.0102, 0.0100, 0.0102, 0.0101], None),  # session 23's: sharpened
+    ([0.0891, 0.0940, 0.0774, 0.0810, 0.0618, 0.0638, 0.0767, 0.0809], None),  # session 18's, top_p 1.0: +16.2 points
+])  # fmt: skip
+def test_entropy_guard_tells_the_logged_runs_that_broke_from_those_that_did_not(entropies, stopped_at):
+    """The per-update entropies of factorio-build GRPO runs on an H200 (benchmarks/results)."""
+    from transformers import TrainerControl, TrainerState
+
+    guard = get_registry().get("checkpoint_fixup", "entropy-guard").build().trainer_callback(None)
+    state, control = TrainerState(), TrainerControl()
+    for step, entropy in enumerate(entropies, 1):
+        state.global_step = step
+        guard.on_log(None, state, control, logs={"loss": 0.1, "entropy": entropy, "grad_norm": 0.2})
+        if control.should_training_stop:
+            break
+    assert (state.global_step if control.should_training_stop else None) == stopped_at
+    assert [h["step"] for h in state.log_history] == ([stopped_at] if stopped_at else [])
