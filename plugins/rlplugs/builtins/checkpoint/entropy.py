@@ -1,13 +1,15 @@
 """Entropy guard: stop a GRPO run whose policy grows unsure of its own completions.
 
-Why: when updates break a policy, the first sign in the log is TRL's ``entropy`` (the policy's
-mean token entropy on the completions it trains on), which rises while loss and gradient norms
-look ordinary; the reward falls one generation batch later, and a held-out evaluation only at
-the end. In the nine factorio-build GRPO stages whose updates are logged (SmolLM2-135M, H200;
+Why: when updates break a policy, TRL's logged ``entropy`` (the policy's mean token entropy on the
+completions it trains on) rises, long before a held-out evaluation would show the damage. The rollout reward falls too, but it also falls when the
+environment scores a batch low for reasons of its own, and the entropy does not. In the nine
+factorio-build GRPO stages whose updates are logged (SmolLM2-135M, H200;
 ``benchmarks/results/factorio_repro_*.json``), the three that broke (holdout 0.973 -> 0.027;
 holdout at top_p 0.9 0.816 -> 0.408; rollout reward 0.705 -> 0.167) passed twice their first
-update's entropy at steps 13, 9 and 5; the six that did not stayed below 1.31 times it. Stopping
-there saves the rest of a lease for another run.
+update's entropy at steps 13, 9 and 5: at the first update on the batch whose reward fell, or,
+for the first of them, two updates later. The six that did not stayed below 1.31 times it, one of them through
+a batch whose reward fell from 1.07 to 0.47 when the sandbox refused 226 of its 512 programs.
+Stopping at the break saves the rest of a lease for another run.
 
 The guard takes the mean of the metric over the first ``baseline_steps`` log entries that carry it
 and stops training, with the reason in the run's segments, at the first later entry above
