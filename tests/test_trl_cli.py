@@ -55,19 +55,24 @@ def test_trl_grpo_env_with_lora_trains_logs_each_component_and_writes_a_checkpoi
     assert "preflight of env 'letters-test'" in proc.stderr
 
 
-def test_trl_grpo_sampling_logprobs_logs_the_gap_of_plain_generate(tmp_path, tiny_qwen35, plugin_env):
+@pytest.mark.parametrize("nucleus", [[], ["--top_p", "0.9", "--off_policy_mask_threshold", "0.5",
+                                          "--fixups", "segments", "entropy-guard"]], ids=["temperature", "top_p"])
+def test_trl_grpo_sampling_logprobs_logs_the_gap_of_plain_generate(tmp_path, tiny_qwen35, plugin_env, nucleus):
     """A single-turn env through TRL's own generation path: one generation batch of 8 serves two
     updates, so TRL computes the trainer's old log-probabilities and the gap is logged; plain
-    fp32 ``generate`` is the trainer's own forward, so the gap is float noise."""
+    fp32 ``generate`` is the trainer's own forward, so the gap is float noise. With top_p it is
+    the log of the mass the nucleus cut, and TRL's off-policy mask and the entropy guard run on it
+    (the nucleus phase benchmarks/README.md plans)."""
     out = tmp_path / "out"
     proc = trl(
         "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "2",
         "--sampling_logprobs", "true", "--generation_batch_size", "8", "--temperature", "0.7",
-        "--output_dir", str(out), *TINY_RUN, env=plugin_env,
+        "--output_dir", str(out), *TINY_RUN, *nucleus, env=plugin_env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     (logged,) = [h for h in log_history(out) if "sampling/logp_gap/mean" in h]
-    assert logged["step"] == 1 and 0 <= logged["sampling/logp_gap/mean"] <= logged["sampling/logp_gap/max"] < 1e-4
+    assert logged["step"] == 1 and 0 <= logged["sampling/logp_gap/mean"] <= logged["sampling/logp_gap/max"]
+    assert logged["sampling/logp_gap/max"] < 1e-4 if not nucleus else logged["sampling/logp_gap/mean"] > 0.01
 
 
 @pytest.mark.parametrize(("command", "ours", "stock"), [

@@ -13,7 +13,8 @@ Stopping at the break saves the rest of a lease for another run.
 
 The guard takes the mean of the metric over the first ``baseline_steps`` log entries that carry it
 and stops training, with the reason in the run's segments, at the first later entry above
-``ratio`` times that. TRL's entropy is a global mean over all processes, so all stop together.
+``ratio`` times that; a resumed run takes that early level anew. TRL's entropy is a global mean
+over all processes, so all stop together.
 """
 
 from __future__ import annotations
