@@ -100,15 +100,35 @@ def versions(src: Path) -> dict[str, Any]:
                       "pinned_submodule_commit": pinned.split()[2] if pinned else None,
                       # the commit of the verifiers checkout in use (None for a wheel, e.g. PyPI 0.4.0)
                       "installed_commit": git(Path(verifiers.__file__).parent, "rev-parse", "HEAD")},
+        # prime-rl's other submodules where they came from PyPI instead (None: not installed)
+        "packages": {name: installed(name) for name in ("renderers", "prime-pydantic-config", "rlplugs")},
+        # uv resolves verifiers' harness scripts afresh: a date cap keeps them reproducible (examples/prime_rl.md)
+        "uv_exclude_newer": os.environ.get("UV_EXCLUDE_NEWER"),
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, no GPU used",
     }
 
 
+def installed(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, never one handed out before: a service started on an earlier port
+    may not be listening yet when the next is chosen (the judges' port went to the env server once)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def deep_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
@@ -221,6 +241,17 @@ def matrl_judges(log: Path):
         yield f"http://127.0.0.1:{port}"
 
 
+async def served(game: Any, server: subprocess.Popen, log: Path) -> Any:
+    """``game`` while the env server runs: its exit ends the wait (the client would wait forever)."""
+    playing = asyncio.ensure_future(game)
+    while not (await asyncio.wait({playing}, timeout=0.5))[0]:
+        if server.poll() is not None:
+            playing.cancel()
+            last = next((line for line in reversed(log.read_text(errors="replace").splitlines()) if line.strip()), "")
+            raise RuntimeError(f"env-server exited with code {server.returncode}: {last.strip()[:300]} (log {log.name})")
+    return playing.result()
+
+
 async def play(source: Any, address: str, base_url: str, episodes: int) -> dict[str, Any]:
     import verifiers.v1 as vf
     from prime_rl.orchestrator.envs import Env
@@ -270,11 +301,12 @@ def rollouts(config: Any, configs: Path, work: Path, episodes: int) -> dict[str,
             server_config.write_text(json.dumps(deep_update(written, overrides)))
             checked = TrainSourceConfig.model_validate(deep_update(source.model_dump(mode="json"), overrides))
             address = f"tcp://127.0.0.1:{free_port()}"
-            stack.enter_context(env_server(server_config, address, work / f"{name}-env-server.log"))
+            log = work / f"{name}-env-server.log"
+            process = stack.enter_context(env_server(server_config, address, log))
             spec = make_env(taskset_id)
             server = stack.enter_context(serve_policy(spec.reference_policy, model="reference", idle_timeout_s=900))
             try:
-                report = asyncio.run(play(checked, address, server.base_url, episodes))
+                report = asyncio.run(served(play(checked, address, server.base_url, episodes), process, log))
             except Exception as exc:  # noqa: BLE001 - the report says what failed
                 report = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
             if "judge_url" in overrides.get("env", {}).get("taskset", {}):  # a free port: say what it was

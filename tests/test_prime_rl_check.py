@@ -115,3 +115,30 @@ def test_every_prime_rl_toml_loads_dry_runs_and_plays_scored_episodes(tmp_path):
     clembench = report["configs"]["configs/prime-rl/clembench-games.toml"]["rollouts"]
     assert clembench["clembench-taboo"]["trainable_agent_names"] == ["describer", "guesser"]
     assert result.returncode == 0 and report["all_ok"]
+
+
+def check_script():
+    spec = importlib.util.spec_from_file_location("check_prime_rl", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_env_server_that_exits_ends_the_wait_with_its_last_line(tmp_path):
+    """prime-rl's env client waits forever for a server that never came up (one run hung 10 minutes
+    on an env server that could not bind its port); the check reports the exit instead."""
+    import asyncio
+
+    check = check_script()
+    log = tmp_path / "env-server.log"
+    with check.background([sys.executable, "-c", "print('zmq.error.ZMQError: Address already in use'); raise SystemExit(3)"], log) as process:
+        with pytest.raises(RuntimeError, match=r"env-server exited with code 3: zmq.error.ZMQError: Address already in use \(log env-server.log\)"):
+            asyncio.run(check.served(asyncio.sleep(3600), process, log))
+        assert asyncio.run(check.served(asyncio.sleep(0, result="played"), process, log)) == "played"  # done before the check
+
+
+def test_ports_are_never_handed_out_twice():
+    """A service started on one port may not listen yet when the next port is chosen."""
+    check = check_script()
+    ports = [check.free_port() for _ in range(200)]
+    assert len(set(ports)) == 200
