@@ -243,12 +243,10 @@ def numbers(record: dict, keys: tuple[str, ...]) -> dict:
     return {k: float(record[k]) if k != "step" else record[k] for k in keys if record.get(k) is not None}
 
 
-def updates_from_log(path: Path) -> list[dict]:
-    return [numbers(m, UPDATE_KEYS) for m in logged_steps(path)]
-
-
-def curve_from_log(path: Path) -> list[dict]:
-    return [numbers(m, CURVE_KEYS) for m in logged_steps(path) if "reward" in m]
+def from_log(path: Path) -> tuple[list[dict], list[dict]]:
+    """A GRPO stage's curve (one record per generation batch) and updates, read once from its log."""
+    steps = logged_steps(path)
+    return [numbers(m, CURVE_KEYS) for m in steps if "reward" in m], [numbers(m, UPDATE_KEYS) for m in steps]
 
 
 def overhead(a, model: str) -> dict:
@@ -341,7 +339,7 @@ def collect(a) -> None:
     stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json"))}
     meta = stages.pop("meta", {})
     # a GRPO stage that trained but wrote no stage file (the lease was lost before it ended): its log
-    cut_short = {p.stem: p for p in sorted(a.out.glob("grpo*.log")) if "-from" not in p.stem and p.stem not in stages}
+    cut_short = {p.stem: from_log(p) for p in sorted(a.out.glob("grpo*.log")) if "-from" not in p.stem and p.stem not in stages}
     evaluated = evaluated_stages(stages, [name for name in (*CARD, *DIVERSE_STAGES) if name in stages])
     comparison = compare_evaluations(a, list(evaluated), meta)
     table = []
@@ -364,12 +362,12 @@ def collect(a) -> None:
               "grpo_overhead_ratio": stages.get("overhead", {}).get("grpo_overhead_ratio"),
               "overhead": stages.get("overhead"),
               "not_run": [s for s in (*CARD, "overhead") if s not in stages and s not in cut_short],
-              "cut_short": {k: f"no {k}.json: the stage ended before it was evaluated (lost lease); {len(updates_from_log(log))} "
-                               f"updates read from {log.name}" for k, log in cut_short.items()},
+              "cut_short": {k: f"no {k}.json: the stage ended before it was evaluated (lost lease); {len(updates)} "
+                               f"updates read from {k}.log" for k, (_, updates) in cut_short.items()},
               "curves": {**{k: v["curve"] for k, v in stages.items() if "curve" in v},
-                         **{k: curve_from_log(log) for k, log in cut_short.items()}},
-              "updates": {**{k: v.get("updates") or updates_from_log(a.out / f"{k}.log") for k, v in stages.items() if "curve" in v},
-                          **{k: updates_from_log(log) for k, log in cut_short.items()}},
+                         **{k: curve for k, (curve, _) in cut_short.items()}},
+              "updates": {**{k: v.get("updates") or from_log(a.out / f"{k}.log")[1] for k, v in stages.items() if "curve" in v},
+                          **{k: updates for k, (_, updates) in cut_short.items()}},
               "stage_settings": {k: v["settings"] for k, v in stages.items() if "settings" in v},  # where not `settings`
               "segments": {k: v["segments"] for k, v in stages.items() if "segments" in v},  # GRPO stretches, resumes
               "stage_commands": stage_commands(a.out)}  # fmt: skip

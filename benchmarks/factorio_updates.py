@@ -30,11 +30,10 @@ def load(run: str) -> tuple[str, dict]:
 
 def summary(runs: dict[str, dict], steps: int) -> dict:
     """The first ``steps`` updates of every run, and the generation batches drawn in them."""
-    keys = {"entropy": "entropy", "grad_norm": "grad_norm", "learning_rate": "learning_rate"}
     batches = {"reward": "reward", "at_cap": "completions/clipped_ratio", "zero_spread_filtered": "zero_spread/filtered_frac"}
     return {
         label: {
-            "updates": [{"step": u["step"], **{k: u.get(v) for k, v in keys.items()}} for u in run["updates"] if u["step"] <= steps],
+            "updates": [{k: u.get(k) for k in ("step", "entropy", "grad_norm", "learning_rate")} for u in run["updates"] if u["step"] <= steps],
             "batches": [{"step": c["step"], **{k: c.get(v) for k, v in batches.items()}} for c in run["curve"] if c["step"] <= steps],
         }
         for label, run in runs.items()
