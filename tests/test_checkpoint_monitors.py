@@ -72,9 +72,9 @@ def test_completions_ending_in_eos_are_not_warned_about(tiny_qwen35, tmp_path):
     assert monitor.warnings == []
 
 
-@pytest.mark.parametrize("shares, warned_at", [([0.016, 0.05, 0.38, 0.4, 0.1, 0.3], [3, 6])])
+@pytest.mark.parametrize("shares, warned_at", [([0.016, 0.05, None, 0.38, 0.4, 0.1, 0.3], [4, 7])])
 def test_warning_repeats_only_after_the_share_falls_back_below_threshold(tmp_path, shares, warned_at):
-    """The card's run: 1.6% clipped at the start, 38% later."""
+    """The card's run: 1.6% clipped at the start, 38% later; an entry with no valid share (None) is skipped."""
     monitor = (
         get_registry().get("checkpoint_fixup", "truncation-monitor").build({"threshold": 0.2}).trainer_callback(None)
     )
@@ -83,6 +83,7 @@ def test_warning_repeats_only_after_the_share_falls_back_below_threshold(tmp_pat
         state = SimpleNamespace(global_step=step, is_world_process_zero=True)
         monitor.on_log(args, state, None, logs={"completions/clipped_ratio": share, "loss": 0.1})
     assert [int(w.split("at step ")[1].split(" ")[0]) for w in monitor.warnings] == warned_at
+    assert [step for step, _ in monitor.history] == [step for step, share in enumerate(shares, 1) if share is not None]
     assert "1.6% at step 1" in monitor.warnings[0] and "38.0%" in monitor.warnings[0]
     assert "truncation[default]" in monitor.warnings[0]
 

@@ -225,6 +225,27 @@ def test_vf_eval_scores_16_concurrent_reference_rollouts_each_1_1(tmp_path, monk
     assert [round(r, 6) for r in rewards] == [1.1] * 16
 
 
+def test_optional_tuple_options_and_optional_nested_options_take_json_lists():
+    """A tuple option typed ``tuple[...] | None``, or one inside a nested ``Model | None``, gets its
+    command-line JSON text parsed as a plain tuple option does; other strings are left alone."""
+    from pydantic import BaseModel
+
+    from rlplugs.adapters.verifiers import json_tuples
+
+    class Rules(BaseModel):
+        stopwords: tuple[str, ...] | None = None
+
+    class Options(BaseModel):
+        games: tuple[str, ...] | None = None
+        rules: Rules | None = None
+        note: str | None = None
+
+    raw = {"games": '["wordle", "taboo"]', "rules": {"stopwords": '["a", "the"]'}, "note": '["kept"]'}
+    options = Options.model_validate(json_tuples(Options, raw))
+    assert options.games == ("wordle", "taboo") and options.rules.stopwords == ("a", "the")
+    assert options.note == '["kept"]'
+
+
 @pytest.mark.parametrize(
     "flag, value, shown",
     [

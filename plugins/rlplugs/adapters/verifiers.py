@@ -55,7 +55,7 @@ import json
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any, get_origin
+from typing import Any, Union, get_args, get_origin
 
 import verifiers.v1 as vf
 from pydantic import BaseModel, Field, create_model, model_validator
@@ -201,15 +201,21 @@ def json_tuples(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
     option its text, so ``vf-eval clembench-games --env.taskset.games '["wordle"]'`` failed."""
     parsed = dict(data)
     for name, value in data.items():
-        annotation = model.model_fields[name].annotation if name in model.model_fields else None
-        if isinstance(value, str) and get_origin(annotation) is tuple and value.lstrip().startswith("["):
+        kinds = _kinds(model.model_fields[name].annotation) if name in model.model_fields else ()
+        nested = next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+        if isinstance(value, str) and any(get_origin(k) is tuple for k in kinds) and value.lstrip().startswith("["):
             try:
                 parsed[name] = json.loads(value)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{name}: {value!r} is not a JSON list ({exc}); e.g. '[\"a\", \"b\"]'") from None
-        elif isinstance(value, dict) and isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            parsed[name] = json_tuples(annotation, value)
+        elif isinstance(value, dict) and nested is not None:
+            parsed[name] = json_tuples(nested, value)
     return parsed
+
+
+def _kinds(annotation: Any) -> tuple[Any, ...]:
+    """The types a field accepts: the members of a union (``tuple[str, ...] | None``), else itself."""
+    return get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
 
 
 class RowTaskset(vf.Taskset):

@@ -37,6 +37,7 @@ class EntropyGuard(TrainerCallback):
         self.baseline_steps = baseline_steps
         self.metric = metric
         self.history: list[tuple[int, float]] = []  # (step, value) of every entry that carried the metric
+        self.base: float | None = None  # the early level, once baseline_steps entries have carried the metric
         self.tripped: str | None = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -44,15 +45,16 @@ class EntropyGuard(TrainerCallback):
             return
         value, step = float(logs[self.metric]), state.global_step
         self.history.append((step, value))
-        if len(self.history) <= self.baseline_steps:
+        if self.base is None:
+            if len(self.history) == self.baseline_steps:
+                self.base = fmean(v for _, v in self.history)
             return
-        base = fmean(v for _, v in self.history[: self.baseline_steps])
-        if value <= self.ratio * base:
+        if value <= self.ratio * self.base:
             return
-        first = self.history[0][0]
+        early = f"steps {self.history[0][0]}-{self.history[self.baseline_steps - 1][0]}"
         self.tripped = (
-            f"the policy's {self.metric} on its completions rose to {value:.4g} at step {step}, {value / base:.2f} times "
-            f"its level over steps {first}-{self.history[self.baseline_steps - 1][0]} ({base:.4g}; limit {self.ratio:g}x): "
+            f"the policy's {self.metric} on its completions rose to {value:.4g} at step {step}, {value / self.base:.2f} "
+            f"times its level over {early} ({self.base:.4g}; limit {self.ratio:g}x): "
             f"updates are breaking the policy. Training stopped; go on from a checkpoint saved before step {step} "
             "with a lower learning rate, or raise the guard's ratio if the rise is expected."
         )

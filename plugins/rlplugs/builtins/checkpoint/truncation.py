@@ -37,7 +37,7 @@ class TruncationMonitor(TrainerCallback):
                         "set logging_steps=1 to see every step", self.env, args.logging_steps)  # fmt: skip
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or self.metric not in logs or not state.is_world_process_zero:
+        if not logs or logs.get(self.metric) is None or not state.is_world_process_zero:  # None: no valid value
             return
         share = float(logs[self.metric])
         step = state.global_step
