@@ -179,7 +179,8 @@ def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
 
 
 UNRECORDED = ("stages", "out", "workers", "collect", "result")  # driver flags that say nothing about a stage's training
-UPDATE_KEYS = ("step", "loss", "grad_norm", "entropy", "clip_ratio/region_mean", "learning_rate")  # every optimizer step
+UPDATE_KEYS = ("step", "loss", "grad_norm", "entropy", "clip_ratio/region_mean", "learning_rate",  # every optimizer step
+               "off_policy_mask/dropped_frac", "off_policy_mask/dropped_of_negative")  # with --off_policy_mask_threshold
 CURVE_KEYS = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",
               "zero_spread/filtered_frac", "completions/mean_length", "completions/clipped_ratio", "step_time", "loss",
               "sampling/logp_gap/mean", "sampling/logp_gap/max")  # first step of a generation batch; the gap: with
@@ -277,6 +278,10 @@ def continues(a, name: str, earlier: dict) -> bool:
     """Whether ``--grpo_continue`` trains the done GRPO stage ``name`` on to ``--grpo_steps``."""
     if not (a.grpo_continue and name.startswith("grpo") and grpo_steps(a) > earlier.get("steps", 0)):
         return False
+    ended = (earlier.get("segments") or [{}])[-1].get("end_reason") or ""
+    if ended.startswith("stopped"):  # by a guard (entropy-guard: the policy broke): nothing worth training on
+        raise SystemExit(f"{name}: not continued: its run {ended}; remove {a.out / f'{name}.json'} to train the stage "
+                         "again from its SFT start")
     checkpoint = a.out / name / f"checkpoint-{earlier['steps']}"
     if not (checkpoint / "trainer_state.json").exists():
         raise SystemExit(f"{name}: cannot continue from step {earlier['steps']}: {checkpoint} is missing or incomplete; "

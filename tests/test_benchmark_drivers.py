@@ -141,6 +141,27 @@ def test_checkpoint_evaluations_become_rows_measured_from_their_own_sft_start(be
     assert [warm_start_of(name) for name in rows] == [None, "sft93", "sft93", "sft93", None, "sft800"]
 
 
+def test_grpo_continue_refuses_a_stage_that_a_guard_stopped(benchmarks_path, tmp_path):
+    """A chain's second phase does not train on from a policy the entropy guard found broken (its
+    segment says so; the stage's last checkpoint is the broken one, or none); the one-line refusal
+    ends the chain and says how to start again."""
+    import argparse
+
+    import factorio_repro
+
+    a = argparse.Namespace(grpo_continue=True, grpo_steps=28, cpu=False, out=tmp_path)
+    reason = "stopped: entropy-guard: the policy's entropy on its completions rose to 0.0585 at step 5, 2.12 times ..."
+    stopped = {"steps": 5, "segments": [{"start_step": 0, "end_step": 5, "end_reason": reason}]}
+    with pytest.raises(SystemExit) as refused:
+        factorio_repro.continues(a, "grpo93", stopped)
+    assert str(refused.value) == (f"grpo93: not continued: its run {reason}; remove {tmp_path / 'grpo93.json'} to train "
+                                  "the stage again from its SFT start")
+    completed = {"steps": 8, "segments": [{"start_step": 0, "end_step": 8, "end_reason": "completed"}]}
+    (tmp_path / "grpo93" / "checkpoint-8").mkdir(parents=True)
+    (tmp_path / "grpo93" / "checkpoint-8" / "trainer_state.json").write_text("{}")
+    assert factorio_repro.continues(a, "grpo93", completed) is True
+
+
 @pytest.mark.slow
 def test_a_done_grpo_stage_continues_from_its_last_checkpoint_and_keeps_the_earlier_step_as_a_row(tmp_path, tiny_qwen35):
     """``factorio_repro.py --grpo_continue`` on the CPU with the tiny Qwen3.5 (a real trainer run, real

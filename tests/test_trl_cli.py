@@ -55,14 +55,17 @@ def test_trl_grpo_env_with_lora_trains_logs_each_component_and_writes_a_checkpoi
     assert "preflight of env 'letters-test'" in proc.stderr
 
 
-@pytest.mark.parametrize("nucleus", [[], ["--top_p", "0.9", "--off_policy_mask_threshold", "0.5",
-                                          "--fixups", "segments", "entropy-guard"]], ids=["temperature", "top_p"])
+@pytest.mark.parametrize("nucleus", [[], *(["--top_p", "0.9", "--off_policy_mask_threshold", threshold, "--fixups", "segments",
+                                             "entropy-guard"] for threshold in ("0.5", "0"))],
+                         ids=["temperature", "top_p", "top_p-mask-all"])  # fmt: skip
 def test_trl_grpo_sampling_logprobs_logs_the_gap_of_plain_generate(tmp_path, tiny_qwen35, plugin_env, nucleus):
     """A single-turn env through TRL's own generation path: one generation batch of 8 serves two
     updates, so TRL computes the trainer's old log-probabilities and the gap is logged; plain
     fp32 ``generate`` is the trainer's own forward, so the gap is float noise. With top_p it is
     the log of the mass the nucleus cut, and TRL's off-policy mask and the entropy guard run on it
-    (the nucleus phase benchmarks/README.md plans)."""
+    (the nucleus phase benchmarks/README.md plans). Every token's gap is below -log 0.9 = 0.105, so a
+    threshold of 0.5 drops nothing, and one of 0 drops every negative-advantage rollout (the
+    random model's nucleus cuts mass at each token): the logged shares say so."""
     out = tmp_path / "out"
     proc = trl(
         "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "2",
@@ -73,6 +76,37 @@ def test_trl_grpo_sampling_logprobs_logs_the_gap_of_plain_generate(tmp_path, tin
     (logged,) = [h for h in log_history(out) if "sampling/logp_gap/mean" in h]
     assert logged["step"] == 1 and 0 <= logged["sampling/logp_gap/mean"] <= logged["sampling/logp_gap/max"]
     assert logged["sampling/logp_gap/max"] < 1e-4 if not nucleus else logged["sampling/logp_gap/mean"] > 0.01
+    updates = [h for h in log_history(out) if "loss" in h]
+    masked = [(h.get("off_policy_mask/dropped_frac"), h.get("off_policy_mask/dropped_of_negative")) for h in updates]
+    if not nucleus:
+        assert masked == [(None, None)] * 2  # no threshold, no mask
+    elif nucleus[3] == "0.5":
+        assert masked == [(0.0, 0.0)] * 2
+    else:
+        assert all(0 < frac < 1 and of_negative == 1.0 for frac, of_negative in masked), masked
+
+
+def test_a_run_the_entropy_guard_stops_keeps_its_step_log_and_why(tmp_path, tiny_qwen35, plugin_env):
+    """``trl grpo --fixups segments entropy-guard`` stopped between checkpoints (none is saved): the
+    output folder still holds the trainer state with every logged step and the guard's reason, and
+    the segment ends with it. The guard watches the rate of a 4-step warm-up, which rises
+    deterministically (a random model's entropy does not)."""
+    out = tmp_path / "out"
+    proc = trl(
+        "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "6",
+        "--warmup_steps", "4", "--save_strategy", "no", "--output_dir", str(out), "--fixups", "segments",
+        "entropy-guard", "--fixup_args", '{"entropy-guard": {"metric": "learning_rate", "baseline_steps": 2}}',
+        *TINY_RUN, env=plugin_env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert not list(out.glob("checkpoint-*"))
+    state = json.loads((out / "trainer_state.json").read_text())
+    rates = [h["learning_rate"] for h in state["log_history"] if "learning_rate" in h]
+    assert state["global_step"] == len(rates) < 6 and rates[-1] > 2 * (rates[0] + rates[1]) / 2
+    (stop,) = [h["rlplugs/stop_reason"] for h in state["log_history"] if "rlplugs/stop_reason" in h]
+    assert stop.startswith(f"entropy-guard: the policy's learning_rate on its completions rose to {rates[-1]:.4g}")
+    (segment,) = json.loads((out / "rlplugs_segments.json").read_text())
+    assert segment["end_step"] == len(rates) and segment["end_reason"] == f"stopped: {stop}"
 
 
 @pytest.mark.parametrize(("command", "ours", "stock"), [

@@ -51,9 +51,12 @@ def build_callbacks(script_args, training_args, spec) -> list:
 
 
 def train_and_save(trainer, training_args, spec) -> None:
-    """Train (resuming where asked), save the final model, push it if asked, and end the run."""
+    """Train (resuming where asked), save the final model and the trainer state beside it, push it if
+    asked, and end the run. The state holds the step log: a run that a guard stopped between two
+    checkpoints (or that saves none) would otherwise keep it only in its console output."""
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
+    trainer.save_state()  # <output_dir>/trainer_state.json, from the main process
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=spec.name)
     if hasattr(trainer, "end"):  # transformers >= 5.18: finish trackers, destroy the process group

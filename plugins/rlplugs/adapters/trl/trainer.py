@@ -43,6 +43,8 @@
    none, so it can neither measure nor mask how far the decoding path strays from the trained
    policy. :mod:`rlplugs.adapters.trl.sampling_logprobs` records them during ``generate``; they
    reach TRL as vLLM's do, and the trainer logs their gap to its own (``sampling/logp_gap/*``).
+   With them TRL's ``off_policy_mask_threshold`` sees a top-k/top-p truncation; TRL does not log
+   what its mask drops, so the trainer does (``off_policy_mask/*``).
 
 Reward functions with a ``bind`` attribute (:class:`rlplugs.adapters.trl.rewards.EnvRewardFunctions`) are
 bound to the trainer so group components know the process layout.
@@ -231,6 +233,20 @@ class EnvGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["sampling/logp_gap/mean"].append((total / count.clamp(min=1)).item())
         self._metrics[mode]["sampling/logp_gap/max"].append(top.item())
+
+    def get_off_policy_mask(self, advantages, per_token_logps, sampling_per_token_logps, mask, off_policy_threshold):
+        """TRL's off-policy sequence mask, logging what it drops (TRL logs nothing of it), over all
+        processes: ``off_policy_mask/dropped_frac``, the share of the update's rollouts left out of
+        the loss, and ``/dropped_of_negative``, the share of those with a negative advantage (the
+        only ones it may drop). Without them a threshold cannot be judged after a run."""
+        keep = GRPOTrainer.get_off_policy_mask(advantages, per_token_logps, sampling_per_token_logps, mask, off_policy_threshold)
+        counts = torch.stack([(keep == 0).sum(), (advantages < 0).sum(), torch.tensor(keep.numel(), device=keep.device)])
+        dropped, negative, rows = self.accelerator.gather(counts.float().unsqueeze(0)).sum(0).tolist()  # keep: (B, 1)
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["off_policy_mask/dropped_frac"].append(dropped / rows)
+        if negative:
+            self._metrics[mode]["off_policy_mask/dropped_of_negative"].append(dropped / negative)
+        return keep
 
     def _leave_out_of_loss(self, output: dict[str, Any], global_rows: torch.Tensor) -> dict[str, Any]:
         """Zero the loss masks of this process's zero-spread rows; recount the global tokens."""
