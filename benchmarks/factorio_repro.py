@@ -174,7 +174,7 @@ def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
             "--max_steps", str(steps), "--num_generations", str(group), "--per_device_train_batch_size", str(group),
             "--gradient_accumulation_steps", str(prompts), "--temperature", "0.7", "--beta", "0.0",
             "--learning_rate", str(a.grpo_lr), "--max_completion_length", str(tokens), "--logging_steps", "1",
-            "--save_strategy", "steps", "--save_steps", str(steps),  # the last checkpoint keeps the step log
+            "--save_strategy", "steps", "--save_steps", str(steps),  # the last step's checkpoint: --grpo_continue resumes it
             "--report_to", "none", "--gradient_checkpointing", "true", *precision(a)]  # fmt: skip
 
 
@@ -188,6 +188,8 @@ CURVE_KEYS = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/v
 
 
 def log_history(out: Path) -> list[dict]:
+    """A run's step log: beside its final model (rlplugs' runs write it there), else in its last
+    checkpoint (the hand-written overhead baseline saves only that)."""
     state = out / "trainer_state.json"
     if state.exists():
         return json.loads(state.read_text())["log_history"]
@@ -278,8 +280,10 @@ def continues(a, name: str, earlier: dict) -> bool:
     """Whether ``--grpo_continue`` trains the done GRPO stage ``name`` on to ``--grpo_steps``."""
     if not (a.grpo_continue and name.startswith("grpo") and grpo_steps(a) > earlier.get("steps", 0)):
         return False
+    from rlplugs.builtins.checkpoint.segments import GUARD_STOP
+
     ended = (earlier.get("segments") or [{}])[-1].get("end_reason") or ""
-    if ended.startswith("stopped"):  # by a guard (entropy-guard: the policy broke): nothing worth training on
+    if ended.startswith(GUARD_STOP):  # e.g. entropy-guard: the policy broke, nothing worth training on
         raise SystemExit(f"{name}: not continued: its run {ended}; remove {a.out / f'{name}.json'} to train the stage "
                          "again from its SFT start")
     checkpoint = a.out / name / f"checkpoint-{earlier['steps']}"

@@ -160,6 +160,8 @@ def test_grpo_continue_refuses_a_stage_that_a_guard_stopped(benchmarks_path, tmp
     (tmp_path / "grpo93" / "checkpoint-8").mkdir(parents=True)
     (tmp_path / "grpo93" / "checkpoint-8" / "trainer_state.json").write_text("{}")
     assert factorio_repro.continues(a, "grpo93", completed) is True
+    ended_early = {"steps": 8, "segments": [{"start_step": 0, "end_step": 8, "end_reason": "stopped early"}]}
+    assert factorio_repro.continues(a, "grpo93", ended_early) is True  # no guard said the policy broke
 
 
 @pytest.mark.slow

@@ -26,6 +26,8 @@ from transformers import TrainerCallback
 SEGMENTS_FILE = "rlplugs_segments.json"
 #: Key a guard appends to ``TrainerState.log_history`` to say why it stopped training.
 STOP_REASON_KEY = "rlplugs/stop_reason"
+#: How a segment's ``end_reason`` begins when a guard stopped it (the guard's message follows).
+GUARD_STOP = "stopped: "
 
 
 @dataclass
@@ -139,7 +141,7 @@ class SegmentCallback(TrainerCallback):
         start = self.log.segments[-1].start_step  # log_history also holds earlier segments' entries
         stops = [h[STOP_REASON_KEY] for h in state.log_history if STOP_REASON_KEY in h and h.get("step", 0) > start]
         if stops:
-            reason = f"stopped: {stops[-1]}"
+            reason = GUARD_STOP + stops[-1]
         elif state.global_step >= state.max_steps:
             reason = "completed"
         else:
