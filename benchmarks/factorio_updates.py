@@ -1,6 +1,7 @@
 """GRPO runs of ``factorio_repro.py`` side by side, update by update: the policy's entropy on each
-batch's completions, the gradient norm and the rate of every optimizer step, and the reward and
-share at the token cap of every generation batch.
+batch's completions, the gradient norm and the rate of every optimizer step (and, with TRL's
+off-policy mask, the share of negative-advantage rollouts it dropped), and the reward and share at
+the token cap of every generation batch.
 
 A run that breaks shows it here before any evaluation: the batch reward falls and the entropy on
 the policy's own completions rises. The runs are result files written by ``factorio_repro.py
@@ -28,12 +29,15 @@ def load(run: str) -> tuple[str, dict]:
     return label or f"{Path(path).stem}:{stage}", {"updates": result["updates"][stage], "curve": result["curves"][stage]}
 
 
+UPDATE_KEYS = ("step", "entropy", "grad_norm", "learning_rate", "off_policy_mask/dropped_of_negative")
+
+
 def summary(runs: dict[str, dict], steps: int) -> dict:
     """The first ``steps`` updates of every run, and the generation batches drawn in them."""
     batches = {"reward": "reward", "at_cap": "completions/clipped_ratio", "zero_spread_filtered": "zero_spread/filtered_frac"}
     return {
         label: {
-            "updates": [{k: u.get(k) for k in ("step", "entropy", "grad_norm", "learning_rate")} for u in run["updates"] if u["step"] <= steps],
+            "updates": [{k: u.get(k) for k in UPDATE_KEYS} for u in run["updates"] if u["step"] <= steps],
             "batches": [{"step": c["step"], **{k: c.get(v) for k, v in batches.items()}} for c in run["curve"] if c["step"] <= steps],
         }
         for label, run in runs.items()
@@ -47,15 +51,23 @@ def plot(table: dict, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, (reward, entropy, norm) = plt.subplots(1, 3, figsize=(16, 4))
+    masked = {label: run for label, run in table.items() if any(u["off_policy_mask/dropped_of_negative"] is not None for u in run["updates"])}
+    fig, axes = plt.subplots(1, 4 if masked else 3, figsize=(21 if masked else 16, 4))
+    reward, entropy, norm = axes[:3]
+    color = {label: f"C{i}" for i, label in enumerate(table)}  # one colour a run in every panel
     for label, run in table.items():
-        reward.plot([b["step"] for b in run["batches"]], [b["reward"] for b in run["batches"]], marker="o", label=label)
-        entropy.plot([u["step"] for u in run["updates"]], [u["entropy"] for u in run["updates"]], marker=".", label=label)
-        norm.plot([u["step"] for u in run["updates"]], [u["grad_norm"] for u in run["updates"]], marker=".", label=label)
+        steps, style = [u["step"] for u in run["updates"]], {"marker": ".", "label": label, "color": color[label]}
+        reward.plot([b["step"] for b in run["batches"]], [b["reward"] for b in run["batches"]], **{**style, "marker": "o"})
+        entropy.plot(steps, [u["entropy"] for u in run["updates"]], **style)
+        norm.plot(steps, [u["grad_norm"] for u in run["updates"]], **style)
+        if label in masked:
+            axes[3].plot(steps, [u["off_policy_mask/dropped_of_negative"] for u in run["updates"]], **style)
+    if masked:
+        axes[3].set(xlabel="optimizer step", ylabel="share of negative-advantage rollouts", title="dropped by the off-policy mask", ylim=(0, 1.05))
     reward.set(xlabel="step at which a generation batch was drawn", ylabel="mean reward of the batch", title="batch reward")
     entropy.set(xlabel="optimizer step", ylabel="mean token entropy on the batch's completions", title="policy entropy")
     norm.set(xlabel="optimizer step", ylabel="gradient norm before clipping to 1.0", title="gradient norm", yscale="log")
-    for ax in (reward, entropy, norm):
+    for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
     fig.suptitle(title)

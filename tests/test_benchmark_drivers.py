@@ -270,10 +270,15 @@ def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchm
     curve = [{"step": 1, "reward": 0.7, "completions/clipped_ratio": 0.25}, {"step": 3, "reward": 0.2}]
     run = tmp_path / "run.json"
     run.write_text(json.dumps({"updates": {"grpo93": updates}, "curves": {"grpo93": curve}}))
-    main([f"{run}=a", f"{run}:grpo93=b", "--steps", "2", "--out", str(tmp_path / "cmp")])
+    masked = tmp_path / "masked.json"  # a run with TRL's off-policy mask: its dropped shares get their own panel
+    shares = [{**u, "off_policy_mask/dropped_of_negative": 0.5 + 0.1 * u["step"]} for u in updates]
+    masked.write_text(json.dumps({"updates": {"grpo93": shares}, "curves": {"grpo93": curve}}))
+    main([f"{run}=a", f"{run}:grpo93=b", f"{masked}=m", "--steps", "2", "--out", str(tmp_path / "cmp")])
     table = json.loads((tmp_path / "cmp.json").read_text())["table"]
-    assert list(table) == ["a", "b"] and table["a"] == table["b"] and (tmp_path / "cmp.png").exists()
+    assert list(table) == ["a", "b", "m"] and table["a"] == table["b"] and (tmp_path / "cmp.png").exists()
     assert [u["entropy"] for u in table["a"]["updates"]] == [0.03, 0.06]  # the first 2 updates
+    dropped = {label: [u["off_policy_mask/dropped_of_negative"] for u in run["updates"]] for label, run in table.items()}
+    assert dropped == {"a": [None, None], "b": [None, None], "m": [0.6, 0.7]}
     assert table["a"]["batches"] == [{"step": 1, "reward": 0.7, "at_cap": 0.25, "zero_spread_filtered": None}]
     with pytest.raises(SystemExit, match="has no GRPO stage 'grpo800'; it has grpo93"):
         load(f"{run}:grpo800=c")
