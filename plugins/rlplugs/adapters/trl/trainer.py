@@ -235,17 +235,25 @@ class EnvGRPOTrainer(GRPOTrainer):
         self._metrics[mode]["sampling/logp_gap/max"].append(top.item())
 
     def get_off_policy_mask(self, advantages, per_token_logps, sampling_per_token_logps, mask, off_policy_threshold):
-        """TRL's off-policy sequence mask, logging what it drops (TRL logs nothing of it), over all
-        processes: ``off_policy_mask/dropped_frac``, the share of the update's rollouts left out of
-        the loss, and ``/dropped_of_negative``, the share of those with a negative advantage (the
-        only ones it may drop). Without them a threshold cannot be judged after a run."""
+        """TRL's off-policy sequence mask, logging what it drops (TRL logs nothing of it), pooled over
+        the update's micro-batches and processes: ``off_policy_mask/dropped_frac``, the share of the
+        update's rollouts left out of the loss, and ``/dropped_of_negative``, the share of those with
+        a negative advantage (the only ones it may drop). ``/dropped_of_negative_at_{2,4,8}x`` say
+        what 2, 4 and 8 times the threshold would have dropped, from TRL's per-rollout mean gap
+        (recomputed here): a run at one threshold then shows where the next should be."""
         keep = GRPOTrainer.get_off_policy_mask(advantages, per_token_logps, sampling_per_token_logps, mask, off_policy_threshold)
-        counts = torch.stack([(keep == 0).sum(), (advantages < 0).sum(), torch.tensor(keep.numel(), device=keep.device)])
-        dropped, negative, rows = self.accelerator.gather(counts.float().unsqueeze(0)).sum(0).tolist()  # keep: (B, 1)
-        mode = "train" if self.model.training else "eval"
-        self._metrics[mode]["off_policy_mask/dropped_frac"].append(dropped / rows)
-        if negative:
-            self._metrics[mode]["off_policy_mask/dropped_of_negative"].append(dropped / negative)
+        token_gap = torch.nan_to_num(sampling_per_token_logps - per_token_logps.detach(), nan=0.0)
+        gap = (token_gap * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True).clamp(min=1.0)
+        flags = [(keep == 0).to(gap.dtype), (advantages.view(-1, 1) < 0).to(gap.dtype), gap]  # keep: (B, 1)
+        rows = self.accelerator.gather(torch.cat(flags, 1))
+        dropped, negative, gap = rows[:, 0], rows[:, 1].bool(), rows[:, 2]
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        metrics["off_policy_mask/dropped_frac"].extend(dropped.tolist())  # one entry a rollout: TRL's mean pools them
+        if negative.any():
+            metrics["off_policy_mask/dropped_of_negative"].extend(dropped[negative].tolist())
+            for times in (2, 4, 8):
+                wider = gap[negative] > times * off_policy_threshold
+                metrics[f"off_policy_mask/dropped_of_negative_at_{times}x"].extend(wider.float().tolist())
         return keep
 
     def _leave_out_of_loss(self, output: dict[str, Any], global_rows: torch.Tensor) -> dict[str, Any]:
