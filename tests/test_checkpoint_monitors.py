@@ -102,10 +102,10 @@ def test_entropy_guard_stops_at_the_first_entry_past_its_ratio_and_records_why(t
     with caplog.at_level(logging.ERROR, logger="rlplugs.builtins.checkpoint.entropy"):
         trainer, callbacks = _grpo(tiny_qwen35, tmp_path, fixups=fixups, max_steps=6, warmup_steps=4)
     rates = [value for _, value in callbacks["entropy-guard"].history]
-    assert rates[-1] > 2 * (rates[0] + rates[1]) / 2 >= max(rates[:-1])  # stopped at the first entry past 2x
+    assert rates[-1] > 1.6 * (rates[0] + rates[1]) / 2 >= max(rates[2:-1], default=0)  # the first entry past 1.6x after the 2 early ones
     assert trainer.state.global_step == len(rates) < 6
     reason = callbacks["entropy-guard"].tripped
-    assert f"rose to {rates[-1]:.4g} at step {len(rates)}" in reason and "limit 2x" in reason
+    assert f"rose to {rates[-1]:.4g} at step {len(rates)}" in reason and "limit 1.6x" in reason
     assert [r.message for r in caplog.records] == [f"entropy-guard stopped training: {reason}"]
     (segment,) = SegmentLog(tmp_path).segments
     assert segment.end_step == len(rates) and segment.end_reason == f"stopped: entropy-guard: {reason}"
@@ -115,6 +115,10 @@ def test_entropy_guard_stops_at_the_first_entry_past_its_ratio_and_records_why(t
     ([0.0276, 0.0328, 0.0328, 0.0365, 0.0585, 0.0702, 0.0743, 0.0711], 5),  # session 25's top_p 0.9 phase: broke
     ([0.0286, 0.0315, 0.0283, 0.0313, 0.0102, 0.0100, 0.0102, 0.0101], None),  # session 23's: sharpened
     ([0.0891, 0.0940, 0.0774, 0.0810, 0.0618, 0.0638, 0.0767, 0.0809], None),  # session 18's, top_p 1.0: +16.2 points
+    ([0.0332, 0.0227, 0.0251, 0.0294, 0.0565, 0.0512, 0.0550, 0.0522], 5),  # session 27's masked phase, seed 1: broke, < 2x
+    ([0.0267, 0.0330, 0.0292, 0.0307, 0.0081, 0.0080, 0.0064, 0.0065], None),  # session 27's, seed 42: +31.6 points
+    ([0.0411, 0.0446, 0.0440, 0.0372, 0.0405, 0.0424, 0.0365, 0.0367, 0.0394, 0.0383, 0.0331, 0.0451, 0.0493, 0.0414,
+      0.0411, 0.0451, 0.0463, 0.0537, 0.0498, 0.0597], None),  # its resumed top_p 1.0 phase: up to 1.45x, held +25.1
 ])  # fmt: skip
 def test_entropy_guard_tells_the_logged_runs_that_broke_from_those_that_did_not(entropies, stopped_at):
     """The per-update entropies of factorio-build GRPO runs on an H200 (benchmarks/results)."""

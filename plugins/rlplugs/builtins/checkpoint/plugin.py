@@ -47,7 +47,7 @@ class NoOpGuardConfig(StrictConfig):
 
 
 class EntropyGuardConfig(StrictConfig):
-    ratio: float = Field(2.0, gt=1, description="stop when the metric exceeds this many times its early level")
+    ratio: float = Field(1.6, gt=1, description="stop when the metric exceeds this many times its early level")
     baseline_steps: int = Field(1, ge=1, description="log entries whose mean is the early level")
     metric: str = Field("entropy", description="logged metric holding the policy's mean token entropy")
 
@@ -64,7 +64,7 @@ SUMMARIES = {
     "repair-optimizer": "add missing optimizer state to a DCP checkpoint so a strict load succeeds (prime-rl)",
     "segments": "record training segments (start/end step, why it ended, optimizer carried)",
     "bf16-noop-guard": "stop a run whose optimizer updates round away in bf16",
-    "entropy-guard": "stop a GRPO run whose policy entropy on its completions rises past 2x its first step's",
+    "entropy-guard": "stop a GRPO run whose policy entropy on its completions rises past 1.6x its first step's",
     "truncation-monitor": "per-env share of completions clipped at the limit, warned above a threshold",
 }
 
