@@ -8,12 +8,12 @@ thirteen factorio-build GRPO runs whose updates are logged (SmolLM2-135M, H200;
 takes its early level anew), the three that broke within a run passed 1.6 times their first
 update's entropy at steps 11, 5 and 5 (holdout 0.973 -> 0.027; rollout reward 0.705 -> 0.167;
 holdout 0.434 -> 0.000), each at the first update on the batch whose reward fell; the last of
-them peaked at 1.70 and never passed 2. The ten others stayed below 1.45 times it, one of them
-through a batch whose reward fell from 1.07 to 0.47 when the sandbox refused 226 of its 512
+them peaked at 1.70 and never passed 2. The ten others reached at most 1.45 times it, one of
+them through a batch whose reward fell from 1.07 to 0.47 when the sandbox refused 226 of its 512
 programs. So the default ratio is 1.6, between the two; both margins are thin. One of the ten
-broke where the guard cannot see: a top_p 0.9 phase whose entropy fell while its policy broke at top_p 1.0 (holdout at
-top_p 0.9 0.816 -> 0.408) showed it only at the next phase's first update, the resumed run's own
-early level. Stopping at the break saves the rest of a lease for another run.
+broke where the guard cannot see: a top_p 0.9 phase whose entropy fell while its policy broke at
+top_p 1.0 (holdout at top_p 0.9 0.816 -> 0.408) showed it only at the next phase's first update,
+the resumed run's own early level. Stopping at the break saves the rest of a lease for another run.
 
 The guard takes the mean of the metric over the first ``baseline_steps`` log entries that carry it
 and stops training, with the reason in the run's segments, at the first later entry above
