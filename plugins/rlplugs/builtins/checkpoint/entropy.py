@@ -34,9 +34,10 @@ log = logging.getLogger(__name__)
 
 
 class EntropyGuard(TrainerCallback):
-    """Stops training when the logged entropy rises past ``ratio`` times its early level."""
+    """Stops training when the logged entropy rises past ``ratio`` times its early level (defaults:
+    ``EntropyGuardConfig``, the one place they are set)."""
 
-    def __init__(self, ratio: float = 1.6, baseline_steps: int = 1, metric: str = "entropy"):
+    def __init__(self, ratio: float, baseline_steps: int, metric: str):
         self.ratio = ratio
         self.baseline_steps = baseline_steps
         self.metric = metric

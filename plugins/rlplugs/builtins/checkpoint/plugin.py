@@ -64,7 +64,8 @@ SUMMARIES = {
     "repair-optimizer": "add missing optimizer state to a DCP checkpoint so a strict load succeeds (prime-rl)",
     "segments": "record training segments (start/end step, why it ended, optimizer carried)",
     "bf16-noop-guard": "stop a run whose optimizer updates round away in bf16",
-    "entropy-guard": "stop a GRPO run whose policy entropy on its completions rises past 1.6x its first step's",
+    "entropy-guard": f"stop a GRPO run whose policy entropy on its completions rises past "
+    f"{EntropyGuardConfig.model_fields['ratio'].default:g}x its first step's",
     "truncation-monitor": "per-env share of completions clipped at the limit, warned above a threshold",
 }
 
