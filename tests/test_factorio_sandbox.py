@@ -107,9 +107,11 @@ def hostile_corpus(sentinel: str, port: int) -> list[tuple[str, str, str, str]]:
         ("string_bomb", program("s = 'a' * (10 ** 11)"), "killed", "memory"),
         ("c_level_spin", program("n = sum(range(10 ** 11))"), "killed", "SIGXCPU"),
         ("deep_recursion", fenced("def down(n):\n    return down(n + 1)\ndef build(world):\n    down(0)"),
-         "crash", "RecursionError"),
-        ("division", program("return 1 / 0"), "crash", "ZeroDivisionError"),
+         "crash", "RecursionError: maximum recursion depth exceeded (program line 2: return down(n + 1))"),
+        ("division", program("return 1 / 0"), "crash", "ZeroDivisionError: division by zero (program line 2: return 1 / 0)"),
         ("bad_key", program("return world.inventory()['uranium'] + {}['x']"), "crash", "KeyError"),
+        ("lost_token", program("for _ in range('NESW'):\n    world.wait()"), "crash",  # session 27's broken policy
+         "TypeError: 'str' object cannot be interpreted as an integer (program line 2: for _ in range('NESW'):)"),
         ("budget_burner", program("while True:\n    world.wait()"), "ok", "0/8"),
         ("garbage_actions", program("world.place('stone-furnace', 10 ** 6, 0, 'Q')\nworld.move('up')"), "ok", "0/8"),
     ]

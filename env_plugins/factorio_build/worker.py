@@ -41,6 +41,7 @@ import math
 import os
 import resource
 import signal
+import traceback
 import types
 
 from evolve import sandbox
@@ -59,6 +60,10 @@ MAX_TIME_LIMIT_HITS = 2
 #: An error message longer than this is cut: it becomes part of a reason, and a program that
 #: raises ``KeyError`` on a megabyte key should not ship the megabyte back.
 MAX_ERROR_CHARS = 500
+#: The file name factory-sim's sandbox compiles a program under (its frames in a traceback).
+PROGRAM_FILENAME = "<program>"
+#: The program line quoted after an error is cut to this many characters.
+MAX_LINE_CHARS = 80
 
 NETWORK_ISOLATED = "empty network namespace"
 
@@ -120,8 +125,9 @@ def _on_cpu_timer(signum, frame):
         raise ProgramTimeout("ran past its CPU time limit")
 
 
-def _guarded(build, cpu_seconds: float, placed: list):
-    """``build`` under a CPU-time limit, recording the facing of each placement that lands."""
+def _guarded(build, cpu_seconds: float, placed: list, raised_at: list):
+    """``build`` under a CPU-time limit, recording the facing of each placement that lands and
+    the program line an exception left it from (:func:`program_line`)."""
 
     def run(world):
         place = world.place
@@ -138,11 +144,32 @@ def _guarded(build, cpu_seconds: float, placed: list):
         signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
         try:
             return build(world)
+        except BaseException as exc:
+            _timer["armed"] = False  # the timer fires into the program, not into this
+            raised_at.append(program_line(exc))
+            raise
         finally:
             _timer["armed"] = False
             signal.setitimer(signal.ITIMER_PROF, 0)
 
     return run
+
+
+def program_line(exc: BaseException) -> int | None:
+    """The line of the program's own code that ``exc`` last passed through on its way out (the
+    call into the API, for an error raised there), or None."""
+    lines = [line for frame, line in traceback.walk_tb(exc.__traceback__) if frame.f_code.co_filename == PROGRAM_FILENAME]
+    return lines[-1] if lines else None
+
+
+def located(error: str, line: int | None, source: str) -> str:
+    """``error``, cut to :data:`MAX_ERROR_CHARS`, with the program line it came from: a reason says
+    where, so a batch whose programs all fail on one line (a policy that lost a token) shows it."""
+    error = error[:MAX_ERROR_CHARS]
+    lines = source.splitlines()
+    if line is None or not 0 < line <= len(lines):
+        return error
+    return f"{error} (program line {line}: {lines[line - 1].strip()[:MAX_LINE_CHARS]})"
 
 
 def _private_math() -> types.SimpleNamespace:
@@ -177,8 +204,9 @@ def run_program(payload: dict, env) -> dict:
             results.append(_not_run(seed, family, f"not run: the program overran its time limit on {hits} scenes"))
             continue
         placed: list = []
+        raised_at: list = []
         episode = run_episode(
-            _guarded(build, payload["program_cpu_limit_s"], placed),
+            _guarded(build, payload["program_cpu_limit_s"], placed, raised_at),
             blueprint,
             task=task,
             decision_budget=payload["decision_budget"],
@@ -192,7 +220,7 @@ def run_program(payload: dict, env) -> dict:
                 "family": family,
                 "success": bool(episode.success),
                 "verified_output": int(episode.verified_output),
-                "error": episode.error[:MAX_ERROR_CHARS] if episode.error else None,
+                "error": located(episode.error, raised_at[-1] if raised_at else None, payload["source"]) if episode.error else None,
                 "timed_out": timed_out,
                 "built": placed,
             }
