@@ -94,7 +94,7 @@ def episode_grpo_trainer():
 
 def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max_completion_length: int, turn_tokens: int,
                           max_steps: int, num_generations: int = 4, compile_generation: bool = False, bf16: bool = False,
-                          sampling_logprobs: bool = False, **config):
+                          sampling_logprobs: bool = False, keep_sampling_mask: bool = False, **config):
     """A real ``EnvGRPOTrainer`` on a multi-turn env through the generic episode rollout (CPU,
     batches of 4 completions, ``num_generations`` per prompt, thinking off; ``config``: more
     ``GRPOConfig`` fields). Returns ``(spec, rewards, trainer)``."""
@@ -133,6 +133,7 @@ def _episode_grpo_trainer(model_dir, env: str, options: dict, output_dir, *, max
         rollout_func=make_episode_rollout(spec),
         compile_generation=compile_generation,
         sampling_logprobs=sampling_logprobs,
+        keep_sampling_mask=keep_sampling_mask,
     )
     return spec, rewards, trainer
 

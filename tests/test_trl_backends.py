@@ -176,6 +176,15 @@ def test_sampling_logprobs_refuse_warpers_after_top_p(tiny_qwen35, tmp_path, epi
         )  # fmt: skip
 
 
+def test_keep_sampling_mask_refuses_episode_rollouts(tiny_qwen35, tmp_path, episode_grpo_trainer):
+    """Episodes generate turn by turn through other calls; their kept sets are not assembled."""
+    with pytest.raises(ValueError, match="keep_sampling_mask supports single-turn environments; this one plays episodes"):
+        episode_grpo_trainer(
+            tiny_qwen35, "count-test", {"rows": 4}, tmp_path, max_completion_length=64, turn_tokens=6, max_steps=1,
+            sampling_logprobs=True, keep_sampling_mask=True, top_k=20, top_p=0.9,
+        )  # fmt: skip
+
+
 def test_sampling_logprobs_under_top_k_and_top_p_are_the_truncated_distributions(tiny_qwen35):
     """Top-k and top-p go through transformers' own warpers after temperature, in generate's order:
     with one seed the recorder draws exactly what generate draws, and records each token's
@@ -206,6 +215,51 @@ def test_sampling_logprobs_under_top_k_and_top_p_are_the_truncated_distributions
     torch.testing.assert_close(recorded.logprobs, want, atol=1e-5, rtol=0)
     untruncated = scaled.log_softmax(-1).gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
     assert (recorded.logprobs - untruncated).min() > 0.01  # the tiny random model spreads its mass wide
+
+
+def test_kept_sets_are_the_nucleus_and_rescore_the_trainer_as_the_sampler(tiny_qwen35):
+    """With ``keep_sets`` the recorder keeps, per row, the (position, token) pairs top-k and top-p
+    left drawable: exactly the nucleus recomputed from a forward pass, the drawn token inside it.
+    Rescored over those sets from the trainer's hidden states and output embedding
+    (``kept_set_logps``, what ``keep_sampling_mask`` trains on), each token's log-probability is
+    the sampler's; over the whole vocabulary it is lower by the log of the kept mass."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from rlplugs.adapters.trl.keep_sampling_mask import rescored
+    from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen35, dtype=torch.float32).eval()
+    prompt = torch.tensor([[11, 12, 13, 14, 15], [21, 22, 23, 24, 25]])
+    config = GenerationConfig(do_sample=True, max_new_tokens=12, temperature=0.7, top_k=20, top_p=0.9, eos_token_id=None, pad_token_id=0)
+    with RecordedGenerate(model, 0.7, top_k=20, top_p=0.9, keep_sets=True) as recorded:
+        torch.manual_seed(0)
+        out = model.generate(prompt, generation_config=config)
+    drawn, head = out[:, prompt.size(1):], model.get_output_embeddings()
+    with torch.no_grad(), rescored(model.base_model, head, drawn, recorded.recorder.kept, 0.7) as parts:
+        scaled = model(out).logits[:, prompt.size(1) - 1 : -1].float() / 0.7
+    top = scaled.softmax(-1).topk(20, dim=-1)
+    kept = top.values / top.values.sum(-1, keepdim=True)
+    nucleus = (kept.cumsum(-1) - kept) < 0.9
+    for row, sets in enumerate(recorded.recorder.kept):
+        want = {(step, token) for step in range(drawn.size(1)) for token in top.indices[row, step][nucleus[row, step]].tolist()}
+        assert {tuple(pair) for pair in sets.tolist()} == want
+        assert {(step, token) for step, token in enumerate(drawn[row].tolist())} <= want
+    assert 1 < min(len(sets) / drawn.size(1) for sets in recorded.recorder.kept)  # sets of several tokens
+    (logps,) = parts
+    torch.testing.assert_close(logps, recorded.logprobs, atol=1e-5, rtol=0)
+    untruncated = scaled.log_softmax(-1).gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
+    assert (logps - untruncated).min() > 0.01
+    ended = [recorded.recorder.kept[0], recorded.recorder.kept[1][recorded.recorder.kept[1][:, 0] < 6]]  # row 1 ended at 6
+    with rescored(model.base_model, head, drawn, ended, 0.7) as chunks:
+        model(out[:1])  # two chunks of one row, as TRL's log-probability pass runs them
+        model(out[1:])
+    padded = torch.cat(chunks)
+    torch.testing.assert_close(padded[0], logps[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(padded[1, :6], logps[1, :6], atol=1e-5, rtol=0)
+    assert torch.equal(padded[1, 6:], torch.zeros(drawn.size(1) - 6))  # no set, no score (and no NaN)
+    padded.sum().backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)  # nor in the gradient
 
 
 def test_sampling_logprobs_see_the_warpers_generate_takes_from_the_models_own_config(tmp_path):

@@ -7,6 +7,7 @@ the ``trl`` process only; these tests run the installed ``trl`` executable exact
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,26 @@ def test_trl_grpo_sampling_logprobs_logs_the_gap_of_plain_generate(tmp_path, tin
         assert masked == [(0.0,) * 5] * 2
     else:
         assert all(0 < frac < 1 and rest == [1.0, 1.0, 1.0, 0.0] for frac, *rest in masked), masked
+
+
+def test_trl_grpo_keep_sampling_mask_trains_the_policy_the_sampler_drew_from(tmp_path, tiny_qwen35, plugin_env):
+    """The run above at top_p 0.9 (and top_k 20) with ``--keep_sampling_mask``: the trainer scores
+    each token over the set the sampler kept, so its old log-probabilities are the sampler's up to
+    float noise (without it the gap is the log of the cut mass, over 0.01), and the mask at 0.02,
+    which there dropped every negative rollout, drops none."""
+    out = tmp_path / "out"
+    proc = trl(
+        "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "2",
+        "--sampling_logprobs", "true", "--keep_sampling_mask", "true", "--generation_batch_size", "8",
+        "--temperature", "0.7", "--top_p", "0.9", "--top_k", "20", "--off_policy_mask_threshold", "0.02",
+        "--output_dir", str(out), *TINY_RUN, env=plugin_env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (logged,) = [h for h in log_history(out) if "sampling/logp_gap/mean" in h]
+    assert 0 <= logged["sampling/logp_gap/mean"] <= logged["sampling/logp_gap/max"] < 1e-4
+    updates = [h for h in log_history(out) if "loss" in h]
+    assert len(updates) == 2 and all(math.isfinite(h["loss"]) and math.isfinite(h["grad_norm"]) for h in updates)
+    assert [h["off_policy_mask/dropped_frac"] for h in updates] == [0.0, 0.0]
 
 
 def test_a_run_the_entropy_guard_stops_keeps_its_step_log_and_why(tmp_path, tiny_qwen35, plugin_env):

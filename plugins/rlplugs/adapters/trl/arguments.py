@@ -109,6 +109,14 @@ class EnvGRPOScriptArguments(GRPOScriptArguments, EnvArguments):
             "the log shows their gap to the trainer's (sampling/logp_gap/mean, max) where TRL computes old log-probs."
         },
     )
+    keep_sampling_mask: bool = field(
+        default=False,
+        metadata={
+            "help": "With sampling_logprobs under top-k/top-p (top_k bounds the sets): record each token's kept set "
+            "and score the trainer's log-probabilities over it alone (DeepSeek-V3.2's keep sampling mask), so old "
+            "log-probabilities, loss and off_policy_mask_threshold see the truncated policy the rollouts came from."
+        },
+    )
     max_episode_turns: int = field(
         default=256,
         metadata={"help": "Multi-turn environments: stop an episode that has not ended after this many turns."},
@@ -300,11 +308,11 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
 
 
 def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args) -> None:
-    """The per-turn cap, the compile switch and sampling_logprobs must be ones the chosen generation backend reads
+    """The per-turn cap, the compile switch, sampling_logprobs and keep_sampling_mask must be ones the chosen generation backend reads
     (:func:`~rlplugs.adapters.trl.rollout.turn_cap_name`): each backend would ignore or reject
     the other's name for the cap."""
     from rlplugs.adapters.trl.rollout import turn_cap_name
-    from rlplugs.adapters.trl.trainer import COMPILE_CONFLICT, sampling_logprobs_conflict
+    from rlplugs.adapters.trl.trainer import COMPILE_CONFLICT, keep_sampling_mask_conflict, sampling_logprobs_conflict
 
     vllm = training_args.use_vllm
     wrong, right = turn_cap_name(not vllm), turn_cap_name(vllm)
@@ -314,6 +322,8 @@ def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args)
     if script_args.compile_generation and (vllm or training_args.use_transformers_continuous_batching):
         raise LaunchError(f"--{COMPILE_CONFLICT}")
     refused = sampling_logprobs_conflict(training_args) if script_args.sampling_logprobs else None
+    if refused is None and script_args.keep_sampling_mask:
+        refused = keep_sampling_mask_conflict(training_args, script_args.sampling_logprobs)
     if refused:
         raise LaunchError(f"--{refused}")
 

@@ -102,6 +102,7 @@ def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset
         filter_zero_spread_groups=script_args.filter_zero_spread_groups,
         compile_generation=script_args.compile_generation,
         sampling_logprobs=script_args.sampling_logprobs,
+        keep_sampling_mask=script_args.keep_sampling_mask,
     )
     train_and_save(trainer, training_args, spec)
     summary = rewards.ledger.summary()

@@ -12,7 +12,9 @@ truncated, renormalised distribution: the rollouts' true behaviour policy, which
 log-probabilities (temperature only) are not. TRL then carries them as ``sampling_per_token_logps``
 (which its ``off_policy_mask_threshold`` uses), and the trainer logs their gap to its own
 log-probabilities. Other sampling warpers (min-p, typical-p, ...) would run after it and change the
-distribution again, so they are refused (:func:`unsupported_warpers`).
+distribution again, so they are refused (:func:`unsupported_warpers`). With ``keep_sets`` it also
+records each token's kept set, the tokens the truncation left drawable, for
+:mod:`rlplugs.adapters.trl.keep_sampling_mask`.
 """
 
 from __future__ import annotations
@@ -52,10 +54,16 @@ def truncations(config: Any, defaults: Any = None) -> dict[str, Any]:
 class SampledLogprobs(LogitsProcessor):
     """Temperature scaling, then top-k and top-p, that also records, per row, the log-probability of
     each token drawn from the resulting distribution. The token drawn at one step shows as the last
-    input id of the next call; the last one comes from the finished sequences (:meth:`take`)."""
+    input id of the next call; the last one comes from the finished sequences (:meth:`take`). With
+    ``keep_sets`` it records each step's kept set as well (:attr:`kept` after :meth:`take`)."""
 
-    def __init__(self, temperature: float, top_k: int | None = None, top_p: float | None = None):
+    def __init__(self, temperature: float, top_k: int | None = None, top_p: float | None = None,
+                 keep_sets: bool = False):  # fmt: skip
         self.temperature = temperature
+        self.keep_sets = keep_sets
+        self._sets: list[torch.Tensor] = []  # per step: (entries, 2) of (row, token id)
+        #: per row of the last call, ``(entries, 2)`` of (generated position, token id): its kept sets
+        self.kept: list[torch.Tensor] | None = None
         self.truncate = [*([TopKLogitsWarper(top_k)] if top_k else []), *([TopPLogitsWarper(top_p)] if top_p else [])]
         # the scaled scores of the step whose token is not drawn yet, and their log-normaliser: a
         # reduction per step, where a log-softmax would write a second (rows, vocabulary) tensor
@@ -67,6 +75,8 @@ class SampledLogprobs(LogitsProcessor):
         scores = scores.float() / self.temperature
         for warper in self.truncate:  # what they leave out is -inf: log-probability -inf, never drawn
             scores = warper(input_ids, scores)
+        if self.keep_sets:
+            self._sets.append(torch.isfinite(scores).nonzero())
         self._pending = (scores, torch.logsumexp(scores, dim=-1, keepdim=True))
         return scores
 
@@ -81,8 +91,22 @@ class SampledLogprobs(LogitsProcessor):
         self._keep(sequences[:, -1:])
         rows = sequences.size(0)
         taken = torch.cat(self._values, dim=1) if self._values else sequences.new_zeros((rows, 0), dtype=torch.float)
-        self._pending, self._values = None, []
+        if self.keep_sets:
+            self.kept = _by_row(self._sets, rows)
+        self._pending, self._values, self._sets = None, [], []
         return taken
+
+
+def _by_row(sets: list[torch.Tensor], rows: int) -> list[torch.Tensor]:
+    """Per-step ``(entries, 2)`` (row, token id) tensors, regrouped as one ``(entries, 2)``
+    (step, token id) tensor per row."""
+    if not sets:
+        return [torch.zeros((0, 2), dtype=torch.long) for _ in range(rows)]
+    entries = torch.cat(sets)
+    steps = torch.arange(len(sets), device=entries.device).repeat_interleave(torch.tensor([len(s) for s in sets], device=entries.device))
+    order = torch.argsort(entries[:, 0], stable=True)
+    per_row = torch.bincount(entries[:, 0], minlength=rows).tolist()
+    return list(torch.stack([steps, entries[:, 1]], dim=1)[order].split(per_row))
 
 
 class RecordedGenerate:
@@ -90,8 +114,9 @@ class RecordedGenerate:
     :class:`SampledLogprobs` in place of the temperature, top-k and top-p warpers, and
     :attr:`logprobs` holds the recorded values of the last call, ``(rows, generated tokens)``."""
 
-    def __init__(self, model: torch.nn.Module, temperature: float, top_k: int | None = None, top_p: float | None = None):
-        self.model, self.recorder = model, SampledLogprobs(temperature, top_k, top_p)
+    def __init__(self, model: torch.nn.Module, temperature: float, top_k: int | None = None, top_p: float | None = None,
+                 keep_sets: bool = False):  # fmt: skip
+        self.model, self.recorder = model, SampledLogprobs(temperature, top_k, top_p, keep_sets)
         self.logprobs: torch.Tensor | None = None
 
     def __enter__(self) -> RecordedGenerate:

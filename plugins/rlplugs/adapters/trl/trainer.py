@@ -1,4 +1,4 @@
-"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the five things rlplugs adds around its generation step.
+"""``EnvGRPOTrainer``: TRL's GRPOTrainer with the six things rlplugs adds around its generation step.
 
 1. **Zero-spread filter** (``filter_zero_spread_groups``). A group whose rewards are all equal has
    zero advantage everywhere, so it contributes no gradient; yet TRL keeps its tokens in the loss
@@ -46,6 +46,13 @@
    With them TRL's ``off_policy_mask_threshold`` sees a top-k/top-p truncation; TRL does not log
    what its mask drops, so the trainer does (``off_policy_mask/*``).
 
+6. **Keep sampling mask** (``keep_sampling_mask``). Under top-k/top-p the sampler records each
+   token's kept set and the trainer scores every token over that set alone
+   (:mod:`rlplugs.adapters.trl.keep_sampling_mask`): old log-probabilities, loss and off-policy
+   mask then see the policy the rollouts came from. The sets travel with the generation batch
+   (``sampling_kept``, one tensor per row, split and shuffled with it by TRL) and reach the
+   log-probability pass through :attr:`EnvGRPOTrainer._kept_sets` while a pass that needs them runs.
+
 Reward functions with a ``bind`` attribute (:class:`rlplugs.adapters.trl.rewards.EnvRewardFunctions`) are
 bound to the trainer so group components know the process layout.
 """
@@ -61,6 +68,7 @@ from accelerate.utils import is_peft_model
 from trl import GRPOTrainer
 
 from rlplugs.adapters.trl.generation_copy import NEEDS_WHOLE_WEIGHTS, GenerationCopy
+from rlplugs.adapters.trl.keep_sampling_mask import head_scalings, rescored
 from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_decoding_attention
 from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate, truncations, unsupported_warpers
 
@@ -83,6 +91,22 @@ def sampling_logprobs_conflict(args: Any, generation_config: Any = None, model_d
     if warpers:
         return (f"sampling_logprobs records temperature, top-k and top-p sampling only, and {', '.join(dict.fromkeys(warpers))} "
                 "would reshape the distribution after them: leave those at their defaults or drop sampling_logprobs")  # fmt: skip
+    return None
+
+
+def keep_sampling_mask_conflict(args: Any, sampling_logprobs: bool, generation_config: Any = None,
+                                model_defaults: Any = None) -> str | None:  # fmt: skip
+    """Why ``keep_sampling_mask`` cannot run with these settings (TRL's ``GRPOConfig``, and once the
+    trainer has made it, its generation config over the model's own), or None."""
+    if not sampling_logprobs:
+        return "keep_sampling_mask renormalises over the kept sets the sampler records: turn on sampling_logprobs too"
+    truncation = truncations(args) | (truncations(generation_config, model_defaults) if generation_config is not None else {})
+    if "top_p" not in truncation and "top_k" not in truncation:
+        return "keep_sampling_mask applies to truncated sampling: set top_p below 1 or top_k, or drop keep_sampling_mask"
+    if "top_k" not in truncation:
+        return "keep_sampling_mask keeps every token's kept set until the update: bound the sets with top_k (for example 512)"
+    if getattr(args, "use_liger_kernel", False):
+        return "keep_sampling_mask rescores tokens in TRL's own loss, and the Liger loss computes its own: drop one of them"
     return None
 
 
@@ -128,12 +152,15 @@ class EnvGRPOTrainer(GRPOTrainer):
 
     def __init__(
         self, *args: Any, filter_zero_spread_groups: bool = False, compile_generation: bool = False,
-        sampling_logprobs: bool = False, **kwargs: Any,
+        sampling_logprobs: bool = False, keep_sampling_mask: bool = False, **kwargs: Any,
     ):  # fmt: skip
         super().__init__(*args, **kwargs)
         self.filter_zero_spread_groups = filter_zero_spread_groups
         self.compile_generation = compile_generation
         self.sampling_logprobs = sampling_logprobs
+        self.keep_sampling_mask = keep_sampling_mask
+        #: the kept sets of the rows whose log-probabilities are being computed, while that runs
+        self._kept_sets: list[torch.Tensor] | None = None
         self._generation_dtype: torch.dtype | None = None  # set when generation decodes on a copy
         self._generation_copy: GenerationCopy | None = None
         if compile_generation:
@@ -143,6 +170,8 @@ class EnvGRPOTrainer(GRPOTrainer):
             refused = sampling_logprobs_conflict(self.args, getattr(self, "generation_config", None), model_defaults)
             if refused:
                 raise ValueError(refused)
+        if keep_sampling_mask:
+            self._check_keep_sampling_mask()
         self.rollout_rows: list[dict[str, Any]] | None = None
         self._zero_spread: torch.Tensor | None = None
         for func in self.reward_funcs:
@@ -165,14 +194,32 @@ class EnvGRPOTrainer(GRPOTrainer):
             raise ValueError(NEEDS_WHOLE_WEIGHTS)
         self._generation_dtype = autocast
 
+    def _check_keep_sampling_mask(self) -> None:
+        model = self.accelerator.unwrap_model(self.model)
+        refused = keep_sampling_mask_conflict(self.args, self.sampling_logprobs, self.generation_config, model.generation_config)
+        if refused is None and self.rollout_func is not None:
+            refused = "keep_sampling_mask supports single-turn environments; this one plays episodes: drop keep_sampling_mask"
+        if refused is None and (self.is_fsdp_enabled or self.is_deepspeed_enabled):
+            refused = "keep_sampling_mask reads output-embedding rows outside the forward, which FSDP and DeepSpeed shard: drop one of them"
+        scalings = head_scalings(model.config)
+        if refused is None and scalings:
+            refused = f"keep_sampling_mask computes plain logits, and this model scales them ({', '.join(scalings)}): drop keep_sampling_mask"
+        if refused:
+            raise ValueError(refused)
+
     def _generate_single_turn(self, *args: Any, **kwargs: Any):
         """TRL's generation, on the half-precision copy when there is one (see ``generation_copy``),
-        returning the sampler's log-probabilities with ``sampling_logprobs``."""
+        returning the sampler's log-probabilities with ``sampling_logprobs`` (and with
+        ``keep_sampling_mask`` keeping each row's kept sets in :attr:`_kept_sets`)."""
         with self._generating_model() as model:
             if not self.sampling_logprobs:
                 return super()._generate_single_turn(*args, **kwargs)
-            with RecordedGenerate(model, self.temperature, **truncations(self.generation_config, model.generation_config)) as recorded:
+            truncation = truncations(self.generation_config, model.generation_config)
+            with RecordedGenerate(model, self.temperature, **truncation, keep_sets=self.keep_sampling_mask) as recorded:
                 completion_ids, _ = super()._generate_single_turn(*args, **kwargs)
+            if self.keep_sampling_mask:
+                kept = [sets[sets[:, 0] < len(ids)] for sets, ids in zip(recorded.recorder.kept, completion_ids)]
+                self._kept_sets = (self._kept_sets or []) + kept
             return completion_ids, [lp[: len(ids)] for lp, ids in zip(recorded.logprobs.tolist(), completion_ids)]
 
     @contextlib.contextmanager
@@ -209,14 +256,40 @@ class EnvGRPOTrainer(GRPOTrainer):
         self._zero_spread = None
         try:
             output = super()._generate_and_score_completions(inputs)
+            if self.keep_sampling_mask:
+                output["sampling_kept"] = self._kept_sets
         finally:
-            self.rollout_rows = None
+            self.rollout_rows = self._kept_sets = None
         if self.sampling_logprobs:
             self._log_sampling_gap(output)
         if self._zero_spread is not None:
             output = self._leave_out_of_loss(output, self._zero_spread)
             self._zero_spread = None
         return output
+
+    def _compute_loss(self, model, inputs):
+        self._kept_sets = inputs.get("sampling_kept")
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._kept_sets = None
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args: Any, **kwargs: Any):
+        """TRL's, with each completion token rescored over its kept set while :attr:`_kept_sets` holds
+        the rows' sets (entropies stay the whole vocabulary's)."""
+        kept = self._kept_sets
+        if kept is None:
+            return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+        if len(kept) != input_ids.size(0):
+            raise RuntimeError(f"keep_sampling_mask: {len(kept)} rows of kept sets for {input_ids.size(0)} rows of tokens")
+        lm = self.accelerator.unwrap_model(model)
+        lm = lm.get_base_model() if is_peft_model(lm) else lm
+        completion = input_ids[:, -logits_to_keep:]
+        with rescored(lm.base_model, lm.get_output_embeddings(), completion, kept, self.temperature) as parts:
+            _, entropies, aux_loss = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
+        return torch.cat(parts), entropies, aux_loss
 
     def _log_sampling_gap(self, output: dict[str, Any]) -> None:
         """``sampling/logp_gap/{mean,max}``: how far the sampler's log-probabilities of its tokens
