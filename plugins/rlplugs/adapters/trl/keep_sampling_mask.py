@@ -3,9 +3,9 @@ sampling mask", arXiv:2512.02556, section 3.1).
 
 Under top-k or top-p the sampler draws each token from a truncated, renormalised distribution: its
 *kept set*. The trainer scores the same token against the whole vocabulary, so the two policies
-differ by the truncation even before any update, and every update of a rollout's tokens also moves
-probability into the tail the sampler never draws, where no rollout can push it back down. That tail
-surfaces once it enters the nucleus. Renormalising the trainer over each token's kept set makes the
+differ by the truncation even before any update, and the loss on a negative-advantage token
+raises every other token, the tail the sampler never draws included, where no rollout can push it
+back down until it enters the nucleus. Renormalising the trainer over each token's kept set makes the
 two the same policy: ``log pi(a) = z_a - logsumexp_{j in S} z_j`` with ``z_j = h . W_j / T`` (``h``
 the backbone's last hidden state, ``W`` the output embedding, ``T`` the temperature). Only the
 set's rows of ``W`` are read, so the cost grows with the sets, not the vocabulary; ``top_k`` bounds
