@@ -185,6 +185,18 @@ def test_keep_sampling_mask_refuses_episode_rollouts(tiny_qwen35, tmp_path, epis
         )  # fmt: skip
 
 
+def test_keep_sampling_mask_refuses_heads_that_scale_their_logits(tiny_qwen35):
+    """The kept sets' logits are the plain product of hidden state and output embedding; Gemma 2
+    caps its logits after it (so the rescored ones would be another policy's), Qwen3.5 and Llama
+    (SmolLM2) do not."""
+    from transformers import AutoConfig, Gemma2Config, LlamaConfig
+
+    from rlplugs.adapters.trl.keep_sampling_mask import head_scalings
+
+    assert head_scalings(Gemma2Config()) == ["final_logit_softcapping=30.0"]
+    assert head_scalings(AutoConfig.from_pretrained(tiny_qwen35)) == head_scalings(LlamaConfig()) == []
+
+
 def test_sampling_logprobs_under_top_k_and_top_p_are_the_truncated_distributions(tiny_qwen35):
     """Top-k and top-p go through transformers' own warpers after temperature, in generate's order:
     with one seed the recorder draws exactly what generate draws, and records each token's

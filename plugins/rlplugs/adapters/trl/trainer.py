@@ -276,7 +276,8 @@ class EnvGRPOTrainer(GRPOTrainer):
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args: Any, **kwargs: Any):
         """TRL's, with each completion token rescored over its kept set while :attr:`_kept_sets` holds
-        the rows' sets (entropies stay the whole vocabulary's)."""
+        the rows' sets (entropies stay the whole vocabulary's). TRL's fused head returns its own
+        log-probabilities with the entropies; they are computed and left unused."""
         kept = self._kept_sets
         if kept is None:
             return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
