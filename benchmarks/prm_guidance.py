@@ -9,7 +9,8 @@ One run, side by side on the same held-out (test-split) instances, one episode p
    formats, so its own wins are too few to learn from), ``rlplugs games sft-data`` keeps the won
    episodes' turns, and ``rlplugs sft --sft_dataset won-episodes`` fine-tunes the policy on them
    (subprocesses: the user's commands). Everything after uses that checkpoint;
-1. **label**: the policy plays train-split instances at ``--temperature``; every learner turn gets
+1. **label**: the policy plays train-split instances at ``--temperature`` (within ``--top-p``,
+   which the candidates use too); every learner turn gets
    Monte-Carlo labels (``--candidates`` sampled turns x ``--k`` continuations each) or
    outcome-propagated labels; the outcome is ``--outcome`` (default: mean of ``main_score`` and
    ``played``, so a turn that keeps the game going is worth something even when it is lost);
@@ -19,7 +20,7 @@ One run, side by side on the same held-out (test-split) instances, one episode p
 
    - ``greedy``: the policy alone;
    - ``best_of_n_random`` (``best-of-n-random``): ``--n`` candidates per learner turn, one played
-     at random: the same as sampling one reply at ``--temperature``, the control for the PRM;
+     at random: the same as sampling one reply at ``--temperature`` (and ``--top-p``), the control for the PRM;
    - ``best_of_n_outcome`` (``best-of-n-outcome``): the candidate whose one greedy rollout to the
      end had the best outcome. It reads the game's true result at test time (the hidden secret
      word or grid plays along in the cloned game), so it is an **upper bound** for a selector,
@@ -114,6 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--beam-width", type=int, default=2)
     p.add_argument("--iterations", type=int, default=2, help="beam: learner turns searched")
     p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature of labels and candidates")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus of the label rollouts' and the candidates' sampling (default: none)")
     p.add_argument("--policy-reply", action="store_true",
                    help="the greedy policy's own reply is the first of the N candidates (N - 1 sampled) in every guided mode")
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -222,7 +224,7 @@ def label_and_train(args, spec, policy, model_dir: str, device: str) -> tuple[st
     work = Path(args.work)
     weights = json.loads(args.outcome)
     episodes = [spec.episodes(r) for r in balanced_rows(spec, "train", args.label_episodes)]
-    sampling = sampler(policy, args.temperature)
+    sampling = sampler(policy, args.temperature, args.top_p)
     if args.label_method == "monte_carlo":
         rows, label_s = timed(lambda: monte_carlo_labels(episodes, sampling, weights, k=args.k, candidates=args.candidates))
     else:
@@ -324,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     held_out = balanced_rows(spec, "test", args.episodes)
     policy.generate([held_out[0]["prompt"]], n=args.n)  # warm-up (first-call costs), so no mode pays it
     registry = get_registry()
-    candidates = {"n": args.n, "temperature": args.temperature, "policy_reply": args.policy_reply}
+    candidates = {"n": args.n, "temperature": args.temperature, "top_p": args.top_p, "policy_reply": args.policy_reply}
     prm_options = {"prm": prm, "device": device, "batch_size": args.batch_size}
     guidance_options = {
         "best_of_n_random": {**candidates, "seed": args.seed},
@@ -390,7 +392,8 @@ def picture(result: dict[str, Any], path: Path) -> None:
               "mean": result["clemscore"][mode], "ci95": result["clemscore_ci95"].get(mode)} for mode in result["clemscore"]]  # fmt: skip
     settings = result["settings"]
     policy = re.sub(r" \([^)]*\)", "", result["policy"])  # the name without its packaging note
-    candidates = f"candidates at T {settings['temperature']}" + (", the greedy reply first" if settings.get("policy_reply") else "")
+    nucleus = f", top_p {settings['top_p']}" if settings.get("top_p") is not None else ""
+    candidates = f"candidates at T {settings['temperature']}{nucleus}" + (", the greedy reply first" if settings.get("policy_reply") else "")
     plot_comparison(table, path, title=textwrap.fill(f"clembench-games self-play, {policy}", 72) + f"\n{candidates}")
 
 

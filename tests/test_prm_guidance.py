@@ -192,10 +192,26 @@ def test_guidance_with_the_tiny_model_samples_n_candidates_per_turn(env, digit_s
     assert beam.play(env.episodes({"start": 9}), policy).done
 
 
+def test_candidates_within_a_nucleus_come_from_it(env, digit_scorer, tiny_qwen35):
+    """Candidates at T 1.0 within ``top_p``: a nucleus too small for a second token leaves only the
+    most likely one, so every candidate is the greedy reply, while at T 1.0 alone they differ. The
+    trace records the nucleus, and the policy itself stays greedy with its own top_p."""
+    from rlplugs.tools.policies import HFPolicy
+
+    policy = HFPolicy(tiny_qwen35, temperature=0.0, max_new_tokens=4, seed=0)
+    greedy = policy.generate([env.episodes({"start": 9}).observation()])[0][0]
+    narrow = BestOfN(digit_scorer, n=3, temperature=1.0, top_p=1e-6).play(env.episodes({"start": 9}), policy)
+    first = narrow.record()["guidance"]["turns"][0]
+    assert first["candidates"] == [greedy] * 3 and narrow.record()["guidance"]["top_p"] == 1e-6
+    wide = BestOfN(digit_scorer, n=3, temperature=1.0).play(env.episodes({"start": 9}), policy)
+    assert len(set(wide.record()["guidance"]["turns"][0]["candidates"])) > 1
+    assert (policy.temperature, policy.top_p) == (0.0, 1.0)
+
+
 def test_guidance_registrations_build_from_strict_options(digit_prm):
     registry = get_registry()
-    best = registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "n": 3, "device": "cpu"})
-    assert isinstance(best, BestOfN) and best.n == 3
+    best = registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "n": 3, "device": "cpu", "top_p": 0.9})
+    assert isinstance(best, BestOfN) and (best.n, best.top_p) == (3, 0.9)
     beam = registry.get("guidance", "beam").build({"prm": str(digit_prm), "beam_width": 3, "iterations": 2})
     assert isinstance(beam, BeamSearch) and (beam.beam_width, beam.iterations) == (3, 2)
     with pytest.raises(UnknownOptionError, match="beam_width"):

@@ -16,8 +16,8 @@ are played by the policy as usual; at each *learner* turn:
 The PRM score is an estimate of the chance to win from that point, so beams are ranked by their
 latest score, never by the game's true result (that would be an oracle, not a search).
 
-Candidates are sampled at the guidance's ``temperature`` from a shallow copy of the policy (same
-weights); every other turn uses the policy as given (greedy in the benchmark). With
+Candidates are sampled at the guidance's ``temperature`` (and within its nucleus ``top_p``, when
+set) from a shallow copy of the policy (same weights); every other turn uses the policy as given (greedy in the benchmark). With
 ``policy_reply`` the first candidate is the policy's own reply and only ``n - 1`` are sampled
 (:class:`Proposer`): a search can then always fall back on the greedy turn, whose format a small
 SFT policy keeps more often than its samples do (measured: benchmarks/README.md, PRM guidance
@@ -75,34 +75,39 @@ class GuidedEpisode:
         return {**self.episode.record(), "guidance": self.trace}
 
 
-def sampler(policy: BatchPolicy, temperature: float | None) -> BatchPolicy:
-    """The policy that proposes candidates: ``policy`` itself (``temperature=None``) or a shallow
-    copy sampling at ``temperature`` with the same weights."""
-    if temperature is None:
+def sampler(policy: BatchPolicy, temperature: float | None, top_p: float | None = None) -> BatchPolicy:
+    """The policy that proposes candidates: ``policy`` itself (both None) or a shallow copy with
+    the same weights sampling at ``temperature`` and/or within the nucleus ``top_p``."""
+    settings = {name: value for name, value in (("temperature", temperature), ("top_p", top_p)) if value is not None}
+    for name, value in settings.items():
+        if not hasattr(policy, name):
+            raise TypeError(
+                f"{type(policy).__name__} has no {name!r} to sample candidates with {value}; "
+                f"pass {name}=None to use the policy's own sampling"
+            )
+    if not settings:
         return policy
-    if not hasattr(policy, "temperature"):
-        raise TypeError(
-            f"{type(policy).__name__} has no 'temperature' to sample candidates at {temperature}; "
-            "pass temperature=None to use the policy's own sampling"
-        )
     view = copy.copy(policy)
-    view.temperature = temperature
+    for name, value in settings.items():
+        setattr(view, name, value)
     return view
 
 
 @dataclass
 class Proposer:
     """Proposes a learner turn's ``n`` candidates for many contexts at once: all sampled at
-    ``temperature`` (see :func:`sampler`), or with ``policy_reply`` the policy's own reply first and
-    ``n - 1`` samples after it (two batched calls: one model call cannot mix the two settings)."""
+    ``temperature`` and ``top_p`` (see :func:`sampler`), or with ``policy_reply`` the policy's own
+    reply first and ``n - 1`` samples after it (two batched calls: one model call cannot mix the
+    two settings)."""
 
     policy: BatchPolicy
     n: int
     temperature: float | None
     policy_reply: bool = False
+    top_p: float | None = None
 
     def __post_init__(self) -> None:
-        self._sampler = sampler(self.policy, self.temperature)
+        self._sampler = sampler(self.policy, self.temperature, self.top_p)
 
     def __call__(self, contexts: list[list[Message]]) -> list[list[str]]:
         if not self.policy_reply:
@@ -131,6 +136,7 @@ class BestOfN:
     n: int = 4
     temperature: float | None = 0.7
     policy_reply: bool = False
+    top_p: float | None = None
     max_turns: int = 1000
     name: str = field(default="best-of-n", init=False)
 
@@ -142,7 +148,7 @@ class BestOfN:
         batch per round. An error in one episode's ``step`` stops that episode alone (played
         guarded)."""
         episodes = [guard(ep) for ep in episodes]
-        propose = Proposer(policy, self.n, self.temperature, self.policy_reply)
+        propose = Proposer(policy, self.n, self.temperature, self.policy_reply, self.top_p)
         traces: list[list[dict[str, Any]]] = [[] for _ in episodes]
         for _ in range(self.max_turns):
             advance_until_learner(episodes, policy, self.max_turns)
@@ -163,7 +169,7 @@ class BestOfN:
         else:
             raise RuntimeError(f"episode did not end within {self.max_turns} turns")
         pick = self.scorer.name if isinstance(self.scorer, CandidateRanker) else "prm"
-        head = {"strategy": self.name, "pick": pick, "n": self.n, "temperature": self.temperature,
+        head = {"strategy": self.name, "pick": pick, "n": self.n, "temperature": self.temperature, "top_p": self.top_p,
                 "policy_reply": self.policy_reply}  # fmt: skip
         return [GuidedEpisode(ep, {**head, "turns": t}) for ep, t in zip(episodes, traces, strict=True)]
 
@@ -185,6 +191,7 @@ class BeamSearch:
     iterations: int = 3
     temperature: float | None = 0.7
     policy_reply: bool = False
+    top_p: float | None = None
     max_turns: int = 1000
     name: str = field(default="beam", init=False)
 
@@ -194,7 +201,7 @@ class BeamSearch:
     def play_all(self, episodes: Sequence[Episode], policy: BatchPolicy) -> list[GuidedEpisode]:
         """Search several episodes at once: the live beams of all of them share one candidate call
         and one PRM batch per iteration, and the best beams are finished together."""
-        propose = Proposer(policy, self.n, self.temperature, self.policy_reply)
+        propose = Proposer(policy, self.n, self.temperature, self.policy_reply, self.top_p)
         searches = [[_Beam(guard(ep.clone()), None, [])] for ep in episodes]  # an error stops one beam
         expansions: list[list[dict[str, Any]]] = [[] for _ in episodes]
         for iteration in range(self.iterations):
@@ -219,7 +226,7 @@ class BeamSearch:
         best = [max(beams, key=lambda b: -1.0 if b.score is None else b.score) for beams in searches]
         play_lockstep([b.episode for b in best], policy, self.max_turns)
         head = {"strategy": self.name, "n": self.n, "beam_width": self.beam_width, "iterations": self.iterations,
-                "temperature": self.temperature, "policy_reply": self.policy_reply}  # fmt: skip
+                "temperature": self.temperature, "top_p": self.top_p, "policy_reply": self.policy_reply}  # fmt: skip
         return [GuidedEpisode(b.episode, {**head, "turns": b.path, "expansions": e}) for b, e in zip(best, expansions, strict=True)]
 
     @staticmethod

@@ -30,11 +30,12 @@ class CandidatesConfig(StrictConfig):
 
     n: int = Field(4, ge=1, description="candidates per learner turn")
     temperature: float | None = Field(0.7, ge=0, description="candidate sampling temperature (None: the policy's own)")
+    top_p: float | None = Field(None, gt=0, le=1, description="candidates drawn within this nucleus (None: the policy's own)")
     policy_reply: bool = Field(False, description="the policy's own reply is the first candidate, n - 1 are sampled")
 
     def candidates(self) -> dict[str, Any]:
         """The options every search takes for its candidates."""
-        return {"n": self.n, "temperature": self.temperature, "policy_reply": self.policy_reply}
+        return {"n": self.n, "temperature": self.temperature, "top_p": self.top_p, "policy_reply": self.policy_reply}
 
 
 class RandomPickConfig(CandidatesConfig):
