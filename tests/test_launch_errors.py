@@ -55,6 +55,9 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--sampling_logprobs", "true",
                          "--keep_sampling_mask", "true", "--top_p", "0.9"],
      "--keep_sampling_mask keeps every token's kept set until the update: bound the sets with top_k (for example 512)"),
+    ("trl", "grpo", ["--env", "count-test", "--model_name_or_path", "{model}", "--sampling_logprobs", "true",
+                     "--keep_sampling_mask", "true", "--top_p", "0.9", "--top_k", "20"],
+     "--keep_sampling_mask supports single-turn environments; this one plays episodes"),
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--max_stpes", "1"],
      "unknown option --max_stpes (did you mean --max_steps"),
 ]  # fmt: skip

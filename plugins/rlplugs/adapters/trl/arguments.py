@@ -297,7 +297,7 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
             "instead of --reward_funcs/--reward_model_name_or_path"
         )
     if command == "grpo":
-        check_generation_backend(script_args, training_args)
+        check_generation_backend(script_args, training_args, spec.multi_turn)
     if command == "sft" and not user_data:
         try:
             spec.sft_dataset_name(script_args.sft_dataset)
@@ -307,10 +307,10 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
             raise LaunchError("environment SFT datasets have no eval split; pass --eval_strategy no or a --dataset_name")
 
 
-def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args) -> None:
+def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args, episodes: bool) -> None:
     """The per-turn cap, the compile switch, sampling_logprobs and keep_sampling_mask must be ones the chosen generation backend reads
     (:func:`~rlplugs.adapters.trl.rollout.turn_cap_name`): each backend would ignore or reject
-    the other's name for the cap."""
+    the other's name for the cap. ``episodes``: the environment plays episodes (multi-turn)."""
     from rlplugs.adapters.trl.rollout import turn_cap_name
     from rlplugs.adapters.trl.trainer import COMPILE_CONFLICT, keep_sampling_mask_conflict, sampling_logprobs_conflict
 
@@ -323,7 +323,7 @@ def check_generation_backend(script_args: EnvGRPOScriptArguments, training_args)
         raise LaunchError(f"--{COMPILE_CONFLICT}")
     refused = sampling_logprobs_conflict(training_args) if script_args.sampling_logprobs else None
     if refused is None and script_args.keep_sampling_mask:
-        refused = keep_sampling_mask_conflict(training_args, script_args.sampling_logprobs)
+        refused = keep_sampling_mask_conflict(training_args, script_args.sampling_logprobs, episodes)
     if refused:
         raise LaunchError(f"--{refused}")
 
