@@ -58,6 +58,12 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     ("trl", "grpo", ["--env", "count-test", "--model_name_or_path", "{model}", "--sampling_logprobs", "true",
                      "--keep_sampling_mask", "true", "--top_p", "0.9", "--top_k", "20"],
      "--keep_sampling_mask supports single-turn environments; this one plays episodes"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--sampling_logprobs", "true",
+                         "--keep_sampling_mask", "true", "--top_p", "0.9", "--top_k", "20", "--accelerate_config", "fsdp2"],
+     "--keep_sampling_mask reads output-embedding rows outside the forward, which FSDP and DeepSpeed shard"),
+    ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{gemma2}", "--sampling_logprobs", "true",
+                     "--keep_sampling_mask", "true", "--top_p", "0.9", "--top_k", "20"],
+     "--keep_sampling_mask computes plain logits, and this model scales them (final_logit_softcapping=30.0)"),
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--max_stpes", "1"],
      "unknown option --max_stpes (did you mean --max_steps"),
 ]  # fmt: skip
@@ -79,9 +85,13 @@ def run(script: str, *args: str, env: dict[str, str], cwd: Path) -> subprocess.C
 
 @pytest.mark.parametrize(("script", "command", "args", "message"), CASES, ids=[f"{c[0]}-{c[1]}-{c[3][:40]}" for c in CASES])
 def test_bad_input_is_one_line_and_exit_2_before_launch(script, command, args, message, tmp_path, tiny_qwen35, plugin_env):
+    from transformers import Gemma2Config
+
     for name, text in YAML_FILES.items():
         (tmp_path / name).write_text(text)
-    args = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(tiny_qwen35)) for a in args]
+    Gemma2Config().save_pretrained(tmp_path / "gemma2")  # a config is all the launcher reads
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(tiny_qwen35)).replace("{gemma2}", str(tmp_path / "gemma2"))
+            for a in args]  # fmt: skip
     proc = run(script, command, *args, "--output_dir", str(tmp_path / "out"), env=plugin_env, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr

@@ -27,13 +27,18 @@ if ! running; then
         CUDA_VISIBLE_DEVICES=$1 setsid nohup bash -c "$3" > $repro/$2.log 2>&1 < /dev/null &
     }
     a=$(stages "$A" 7 "${EXTRA:-}"); b=$(stages "$B" 7 "${EXTRA:-} ${EXTRA_B:-}")
-    if [ "$ngpu" -ge 2 ] && [ -n "$a" ] && [ -n "$b" ]; then chain 0 chain_a "$a"; chain 1 chain_b "$b"
+    # CHAIN: a whole command line run as the one chain instead (plans that are several driver calls)
+    if [ -n "${CHAIN:-}" ]; then chain 0 chain_a "$CHAIN"
+    elif [ "$ngpu" -ge 2 ] && [ -n "$a" ] && [ -n "$b" ]; then chain 0 chain_a "$a"; chain 1 chain_b "$b"
     else chain 0 chain_a "$(stages "$A" 14 "${EXTRA:-}")${a:+${b:+; }}$(stages "$B" 14 "${EXTRA:-} ${EXTRA_B:-}")"; fi
     sleep 5
 fi
 while running && [ $((SECONDS - start)) -lt $wait_s ]; do sleep 10; done
 running && echo "still running after $((SECONDS - start)) s: call again to keep waiting" || echo "all chains ended"
 ls $repro
-cd $repro && tar czf $OUT/repro.tgz $(ls *.json *.log 2>/dev/null) $(ls -d eval-*/report.json eval-*/report.md eval-*/samples.jsonl eval-*/*.png 2>/dev/null)
+for dir in $repro ${repro}[0-9]*; do  # /root/repro, and /root/repro2 ... where a CHAIN wrote them
+    [ -d "$dir" ] && (cd $dir && tar czf $OUT/$(basename $dir).tgz $(ls *.json *.log 2>/dev/null) \
+        $(ls -d eval-*/report.json eval-*/report.md eval-*/samples.jsonl eval-*/*.png grpo*/trainer_state.json 2>/dev/null))
+done
 tail -c 2500 $repro/chain_a.log; tail -c 2500 $repro/chain_b.log 2>/dev/null
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader

@@ -48,6 +48,8 @@ def split_launch_args(command: str, argv: list[str], prog: str | None = None) ->
     parsed = parse_training_args(command, parser, list(argv))
     launch_args = resolve_accelerate_config_argument(parsed.config_rest + parsed.cli_rest)
     check_launch_options(launch_args, parser)
+    if command == "grpo" and parsed.args[0].keep_sampling_mask:
+        check_keep_sampling_mask_model(parsed, launch_args)
     return with_cpu_threads(launch_args), _without(list(argv), parsed.cli_rest)
 
 
@@ -68,6 +70,57 @@ def check_launch_options(launch_args: list[str], parser) -> None:
             )
 
 
+def option_value(launch_args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` among ``launch_args`` (``--flag value`` or ``--flag=value``; the last
+    one wins, as in argparse), or None."""
+    value = None
+    for i, arg in enumerate(launch_args):
+        if arg.startswith(f"{flag}="):
+            value = arg.split("=", 1)[1]
+        elif arg == flag and i + 1 < len(launch_args):
+            value = launch_args[i + 1]
+    return value
+
+
+def sharded_launch(training_args, launch_args: list[str]) -> bool:
+    """Whether the training processes will shard the model: FSDP or DeepSpeed named in the training
+    arguments, in accelerate's options, or in the accelerate config file it will read (its default
+    one without ``--config_file``)."""
+    from pathlib import Path
+
+    import yaml
+    from accelerate.commands.config import default_config_file
+
+    if training_args.fsdp or training_args.deepspeed:
+        return True
+    if {a.split("=", 1)[0] for a in launch_args} & {"--use_fsdp", "--use_deepspeed"}:
+        return True
+    config_file = Path(option_value(launch_args, "--config_file") or default_config_file)
+    try:
+        config = yaml.safe_load(config_file.read_text())
+    except (OSError, yaml.YAMLError):  # none, or unreadable: accelerate reports it at launch
+        return False
+    return isinstance(config, dict) and config.get("distributed_type") in ("FSDP", "DEEPSPEED")
+
+
+def check_keep_sampling_mask_model(parsed, launch_args: list[str]) -> None:
+    """``--keep_sampling_mask`` on a sharded launch, or on a model that scales its logits, is refused
+    here in one line rather than in every training process. The model's config is read when it is
+    local or cached; otherwise the trainer checks it once the model is loaded."""
+    from transformers import AutoConfig
+
+    from rlplugs.adapters.trl.trainer import keep_sampling_mask_model_conflict
+
+    _, training_args, model_args, _ = parsed.args
+    try:
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=training_args.trust_remote_code)
+    except (OSError, ValueError):
+        config = None
+    refused = keep_sampling_mask_model_conflict(config, sharded_launch(training_args, launch_args))
+    if refused:
+        raise LaunchError(f"--{refused}")
+
+
 def with_cpu_threads(launch_args: list[str]) -> list[str]:
     """``launch_args`` plus ``--num_cpu_threads_per_process`` on a machine without CUDA.
 
@@ -84,13 +137,8 @@ def with_cpu_threads(launch_args: list[str]) -> list[str]:
     chosen = any(a.split("=")[0] in ("--num_cpu_threads_per_process", "--config_file") for a in launch_args)
     if chosen or os.environ.get("OMP_NUM_THREADS") or torch.cuda.is_available():
         return launch_args
-    processes = 1
-    for i, arg in enumerate(launch_args):  # a malformed count is left for accelerate to report
-        value = arg.split("=", 1)[1] if arg.startswith("--num_processes=") else None
-        if arg == "--num_processes" and i + 1 < len(launch_args):
-            value = launch_args[i + 1]
-        if value is not None and value.isdigit():
-            processes = int(value)
+    value = option_value(launch_args, "--num_processes")  # a malformed count is left for accelerate to report
+    processes = int(value) if value is not None and value.isdigit() else 1
     threads = max(1, torch.get_num_threads() // max(1, processes))
     return [*launch_args, "--num_cpu_threads_per_process", str(threads)]
 

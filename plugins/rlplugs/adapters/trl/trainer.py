@@ -113,6 +113,18 @@ def keep_sampling_mask_conflict(args: Any, sampling_logprobs: bool, episodes: bo
     return None
 
 
+def keep_sampling_mask_model_conflict(model_config: Any, sharded: bool) -> str | None:
+    """Why ``keep_sampling_mask`` cannot rescore this model (its config; None where it is not known
+    yet) or a sharded one (FSDP, DeepSpeed), or None. The launcher asks before any process starts;
+    the trainer asks again with the loaded model."""
+    if sharded:
+        return "keep_sampling_mask reads output-embedding rows outside the forward, which FSDP and DeepSpeed shard: drop one of them"
+    scalings = head_scalings(model_config) if model_config is not None else []
+    if scalings:
+        return f"keep_sampling_mask computes plain logits, and this model scales them ({', '.join(scalings)}): drop keep_sampling_mask"
+    return None
+
+
 def without_unweighted_totals(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """``rewards_per_func`` with every value of a row set to NaN when none of its nonzero-weight
     columns was scored: weight-0 columns are metrics, and cannot make a reward on their own."""
@@ -201,11 +213,7 @@ class EnvGRPOTrainer(GRPOTrainer):
         model = self.accelerator.unwrap_model(self.model)
         refused = keep_sampling_mask_conflict(self.args, self.sampling_logprobs, self.rollout_func is not None,
                                               self.generation_config, model.generation_config)  # fmt: skip
-        if refused is None and (self.is_fsdp_enabled or self.is_deepspeed_enabled):
-            refused = "keep_sampling_mask reads output-embedding rows outside the forward, which FSDP and DeepSpeed shard: drop one of them"
-        scalings = head_scalings(model.config)
-        if refused is None and scalings:
-            refused = f"keep_sampling_mask computes plain logits, and this model scales them ({', '.join(scalings)}): drop keep_sampling_mask"
+        refused = refused or keep_sampling_mask_model_conflict(model.config, self.is_fsdp_enabled or self.is_deepspeed_enabled)
         if refused:
             raise ValueError(refused)
 
