@@ -79,18 +79,26 @@ def one_error_line(stderr: str) -> str:
     return rest[0]
 
 
+@pytest.fixture(scope="module")
+def gemma2_dir(tmp_path_factory):
+    """A Gemma 2 config, whose head softcaps its logits: a config is all the launcher reads."""
+    from transformers import Gemma2Config
+
+    path = tmp_path_factory.mktemp("gemma2")
+    Gemma2Config().save_pretrained(path)
+    return path
+
+
 def run(script: str, *args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / script), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize(("script", "command", "args", "message"), CASES, ids=[f"{c[0]}-{c[1]}-{c[3][:40]}" for c in CASES])
-def test_bad_input_is_one_line_and_exit_2_before_launch(script, command, args, message, tmp_path, tiny_qwen35, plugin_env):
-    from transformers import Gemma2Config
-
+def test_bad_input_is_one_line_and_exit_2_before_launch(script, command, args, message, tmp_path, tiny_qwen35, gemma2_dir,
+                                                       plugin_env):  # fmt: skip
     for name, text in YAML_FILES.items():
         (tmp_path / name).write_text(text)
-    Gemma2Config().save_pretrained(tmp_path / "gemma2")  # a config is all the launcher reads
-    args = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(tiny_qwen35)).replace("{gemma2}", str(tmp_path / "gemma2"))
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(tiny_qwen35)).replace("{gemma2}", str(gemma2_dir))
             for a in args]  # fmt: skip
     proc = run(script, command, *args, "--output_dir", str(tmp_path / "out"), env=plugin_env, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
