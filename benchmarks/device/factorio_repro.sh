@@ -10,10 +10,15 @@
 set -uo pipefail
 export PYTHONPATH=/root/smol RLPLUGS_CACHE=/root/rlcache HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# on an H100 (80 GB) the 8-group chain ran out of memory at its second generation batch with 12.9 GiB
+# reserved but unallocated (session 31); with expandable segments the same steps passed
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 wait_s=${WAIT_S:-560}
 repro=/root/repro
 start=$SECONDS
-running() { pgrep -f "benchmarks/factorio_repro.py --stages" > /dev/null; }  # a chain's shell or its driver
+# a chain is running while the process its pid file names lives (a pgrep on the command line also
+# matched the device call itself, whose text names the driver when CHAIN is set)
+running() { for p in $repro/*.pid; do [ -f "$p" ] && kill -0 "$(cat "$p")" 2> /dev/null && return 0; done; return 1; }
 if ! running; then
     bash benchmarks/device/setup.sh || exit 1
     python3 -c "from rlplugs.testing.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
@@ -25,6 +30,7 @@ if ! running; then
     stages() { [ -n "$1" ] && echo "python3 benchmarks/factorio_repro.py --stages $1 --out $repro --workers $2 $3"; }
     chain() {  # GPU, log name, commands
         CUDA_VISIBLE_DEVICES=$1 setsid nohup bash -c "$3" > $repro/$2.log 2>&1 < /dev/null &
+        echo $! > $repro/$2.pid
     }
     a=$(stages "$A" 7 "${EXTRA:-}"); b=$(stages "$B" 7 "${EXTRA:-} ${EXTRA_B:-}")
     # CHAIN: a whole command line run as the one chain instead (plans that are several driver calls)

@@ -10,7 +10,10 @@ two the same policy: ``log pi(a) = z_a - logsumexp_{j in S} z_j`` with ``z_j = h
 the backbone's last hidden state, ``W`` the output embedding, ``T`` the temperature). Only the
 set's rows of ``W`` are read, so the cost grows with the sets, not the vocabulary; ``top_k`` bounds
 them. The same sets serve TRL's old log-probabilities, the loss and its off-policy mask, whose gap
-then measures the policy's drift, not the truncation.
+then measures the policy's drift, not the truncation. The loss reaches no tail logit directly, on any
+advantage, so the trained policy is the truncated one: decode it with the sampler it was trained
+under (factorio-build, seed 1: holdout at top_p 1.0 fell to 0 while the top_p 0.9 rollouts kept
+improving; benchmarks/README.md, session 31).
 
 :class:`~rlplugs.adapters.trl.sampling_logprobs.SampledLogprobs` records the sets;
 :class:`~rlplugs.adapters.trl.trainer.EnvGRPOTrainer` (``keep_sampling_mask``) applies them.
