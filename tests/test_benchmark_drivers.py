@@ -8,7 +8,7 @@ checkpoint, which must keep the earlier step as a row, and its reading of a stag
 cut short from the stage's log; factorio_truncation's reading of a completion
 (closed or not, the lines no warm-start program has, the most repeated one); prm_guidance's name for a
 policy that reuses its SFT checkpoint, and its refusal to annotate a result of the older format;
-factorio_updates' runs lined up by step."""
+factorio_updates' runs lined up by step; tail_drift's kept sets read at the positions they were drawn at."""
 
 from __future__ import annotations
 
@@ -282,3 +282,24 @@ def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchm
     assert table["a"]["batches"] == [{"step": 1, "reward": 0.7, "at_cap": 0.25, "zero_spread_filtered": None}]
     with pytest.raises(SystemExit, match="has no GRPO stage 'grpo800'; it has grpo93"):
         load(f"{run}:grpo800=c")
+
+
+def test_tail_drift_measures_the_tail_outside_the_kept_sets_at_the_positions_they_were_drawn_at(benchmarks_path, tmp_path):
+    """The real SmolLM2-135M on the CPU, one update per arm. At the sampling temperature a kept set
+    (top-p 0.9) holds at least 0.9 of its position's mass, so the start's tail is at most 0.1 there,
+    and at a lower temperature the same top tokens hold more; sets read one position off would
+    leave most of the mass outside. A positive update with the full loss lowers the tail it trains on."""
+    import json
+
+    from tail_drift import main
+
+    out = tmp_path / "tail.json"
+    assert main(["--prompts", "1", "--other_prompts", "1", "--samples", "2", "--tokens", "8", "--steps", "1",
+                 "--lr", "1e-4", "--out", str(out)]) == 0  # fmt: skip
+    result = json.loads(out.read_text())
+    start = result["arms"]["start"]["tail_mass"]
+    for where in ("trained", "other"):
+        assert 0 <= start[f"{where}_T0.6"] <= start[f"{where}_T0.7"] <= 0.1 + 1e-3, start
+    assert set(result["arms"]) == {"start", "positive/full_vocabulary", "positive/kept_sets", "mixed/full_vocabulary", "mixed/kept_sets"}
+    assert result["arms"]["positive/full_vocabulary"]["tail_mass"]["trained_T0.7"] < start["trained_T0.7"]
+    assert set(result["ratio_kept_over_full"]) == {f"{s}/{k}" for s in ("positive", "mixed") for k in start}
