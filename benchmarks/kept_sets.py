@@ -22,6 +22,18 @@ from pathlib import Path
 import torch
 
 
+def load_policy(model_dir: str | None) -> tuple[str, object, torch.nn.Module]:
+    """Its name, tokenizer and float32 model in eval mode: ``model_dir``, or SmolLM2-135M-Instruct."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = model_dir or "SmolLM2-135M-Instruct (rlplugs.testing.smollm2)"
+    if model_dir is None:
+        from rlplugs.testing.smollm2 import smollm2_dir
+
+        model_dir = str(smollm2_dir())
+    return name, AutoTokenizer.from_pretrained(model_dir), AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", help="policy dir (default: SmolLM2-135M-Instruct via rlplugs.testing.smollm2)")
@@ -34,19 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import GenerationConfig
 
     from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate
     from rlplugs.registry import make_env
 
-    name = args.model or "SmolLM2-135M-Instruct (rlplugs.testing.smollm2)"
-    if args.model is None:
-        from rlplugs.testing.smollm2 import smollm2_dir
-
-        args.model = str(smollm2_dir())
     torch.manual_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    name, tokenizer, model = load_policy(args.model)
     rows = make_env("factorio-build", {}).dataset("train")
     texts = [tokenizer.apply_chat_template(rows[i]["prompt"], add_generation_prompt=True, tokenize=False) for i in range(args.prompts)]
     batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left")

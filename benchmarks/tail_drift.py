@@ -108,18 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.samples % 2:
         p.error(f"--samples {args.samples}: give an even number, half of each prompt's completions are negatives in 'mixed'")
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from kept_sets import load_policy  # beside this script (python benchmarks/tail_drift.py)
 
     from rlplugs.registry import make_env
 
-    name = args.model or "SmolLM2-135M-Instruct (rlplugs.testing.smollm2)"
-    if args.model is None:
-        from rlplugs.testing.smollm2 import smollm2_dir
-
-        args.model = str(smollm2_dir())
     torch.manual_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    start_model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    name, tokenizer, start_model = load_policy(args.model)
     env = make_env("factorio-build", {})
     train = sample(start_model, tokenizer, [env.dataset("train")[i] for i in range(args.prompts)], args)
     other = sample(start_model, tokenizer, [env.dataset("holdout")[i] for i in range(args.other_prompts)], args)
