@@ -10,8 +10,9 @@
 set -uo pipefail
 export PYTHONPATH=/root/smol RLPLUGS_CACHE=/root/rlcache HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-# on an H100 (80 GB) the 8-group chain ran out of memory at its second generation batch with 12.9 GiB
-# reserved but unallocated (session 31); with expandable segments the same steps passed
+# on an H100 (80 GB) the 8-group chain ran out of memory generating its second batch, with 12.9 GiB
+# reserved but unallocated (session 31); with expandable segments (and 2 GiB of stray processes
+# gone) the same steps passed
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 wait_s=${WAIT_S:-560}
 repro=/root/repro
