@@ -45,8 +45,8 @@ def sample(model, tokenizer, rows, args) -> list[dict]:
         with RecordedGenerate(model, args.temperature, top_p=args.top_p, keep_sets=True) as recorded:
             out = model.generate(prompt, generation_config=config, num_return_sequences=args.samples)
         completion = out[:, prompt.size(1) :]
-        ended = (completion == tokenizer.eos_token_id).long().cumsum(1)
-        mask = (ended - (completion == tokenizer.eos_token_id).long()) == 0  # up to and with the end token
+        is_end = (completion == tokenizer.eos_token_id).long()
+        mask = is_end.cumsum(1) - is_end == 0  # up to and with the end token
         groups.append({"prompt": prompt, "completion": completion, "kept": recorded.recorder.kept, "mask": mask})
     return groups
 
@@ -64,13 +64,16 @@ def hidden_states(model, group) -> torch.Tensor:
 
 
 def token_logps(model, group, kept_loss: bool, temperature: float) -> torch.Tensor:
+    """Each completion token's log-probability as the trainer scores it: over its kept set, or over
+    the whole vocabulary (TRL's own ``selective_log_softmax``)."""
+    from trl.trainer.utils import selective_log_softmax
+
     from rlplugs.adapters.trl.keep_sampling_mask import kept_set_logps
 
     hidden = hidden_states(model, group)
     if kept_loss:
         return kept_set_logps(hidden, model.lm_head, group["completion"], group["kept"], temperature)
-    logits = model.lm_head(hidden[:, :-1]).float() / temperature
-    return logits.log_softmax(-1).gather(-1, group["completion"].unsqueeze(-1)).squeeze(-1)
+    return selective_log_softmax(model.lm_head(hidden[:, :-1]).float() / temperature, group["completion"])
 
 
 @torch.no_grad()
