@@ -69,9 +69,13 @@ def plot(table: dict, path: Path, title: str) -> None:
     norm.set(xlabel="optimizer step", ylabel="gradient norm before clipping to 1.0", title="gradient norm", yscale="log")
     for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=8)
+    # one legend below the panels (a run has one colour in all of them): eight runs' legends in
+    # each panel hid the curves
+    rows = -(-len(table) // 4)
+    fig.set_figheight(4 + 0.22 * rows)
+    fig.legend(*reward.get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, (0.22 * rows + 0.1) / fig.get_figheight(), 1, 1))
     fig.savefig(path, dpi=120)
 
 

@@ -238,3 +238,24 @@ def test_report_says_why_the_samples_scored_what_they_did(tmp_path, tiny_qwen35,
     md = (tmp_path / "cmp" / "comparison.md").read_text()
     assert "- **reference** (holdout): 2 x `ok: #/# scenes verified` (1.000)" in md
     assert "| 100% |" in md and "| n/a |" in md
+
+
+def test_a_long_title_is_wrapped_to_fit_the_picture():
+    """A run's description as the title ran off both edges of comparison.png (session 32)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlplugs.tools.report import fit_title
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    long = "factorio-build holdout, seed 1 with the sampling mask kept: each policy at both samplers, top_p 1.0 and 0.9"
+    fit_title(ax, long)
+    fig.canvas.draw()
+    box = ax.title.get_window_extent()
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (box, fig.bbox.width)
+    assert ax.get_title().replace("\n", " ") == long and ax.get_title().count("\n") >= 1
+    fit_title(ax, "short")
+    assert ax.get_title() == "short"
+    plt.close(fig)

@@ -439,6 +439,19 @@ def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str
     return "\n".join(lines)
 
 
+def fit_title(ax, title: str) -> None:
+    """Set ``title``, wrapped to the figure's width: a long one (a run's whole description, say)
+    would otherwise run off both edges of the picture."""
+    import textwrap
+
+    fig = ax.figure
+    ax.set_title(title)
+    chars = len(title)
+    while chars > 10 and ax.title.get_window_extent(fig.canvas.get_renderer()).width > 0.95 * fig.bbox.width:
+        chars -= 1  # the longest lines that fit
+        ax.set_title(textwrap.fill(title, chars))
+
+
 def plot_comparison(table: list[dict[str, Any]], path: Path, title: str = "") -> Path | None:
     """Bars per run, one colour per split, with the row-bootstrap intervals as error bars."""
     import matplotlib
@@ -464,8 +477,8 @@ def plot_comparison(table: list[dict[str, Any]], path: Path, title: str = "") ->
     ax.set_xticks(range(len(runs)), runs)
     ax.tick_params(axis="x", labelrotation=20)
     ax.set_ylabel(" / ".join(dict.fromkeys(r["metric"] for r in table)) + " (95% row-bootstrap)")
-    ax.set_title(title or "evaluations compared")
     ax.legend(fontsize=8)
+    fit_title(ax, title or "evaluations compared")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
