@@ -8,7 +8,8 @@ checkpoint, which must keep the earlier step as a row, and its reading of a stag
 cut short from the stage's log; factorio_truncation's reading of a completion
 (closed or not, the lines no warm-start program has, the most repeated one); prm_guidance's name for a
 policy that reuses its SFT checkpoint, and its refusal to annotate a result of the older format;
-factorio_updates' runs lined up by step; tail_drift's kept sets read at the positions they were drawn at."""
+factorio_updates' runs lined up by step; tail_drift's kept sets read at the positions they were drawn at;
+the device launcher's chains, found by their pid files."""
 
 from __future__ import annotations
 
@@ -303,3 +304,27 @@ def test_tail_drift_measures_the_tail_outside_the_kept_sets_at_the_positions_the
     assert set(result["arms"]) == {"start", "positive/full_vocabulary", "positive/kept_sets", "mixed/full_vocabulary", "mixed/kept_sets"}
     assert result["arms"]["positive/full_vocabulary"]["tail_mass"]["trained_T0.7"] < start["trained_T0.7"]
     assert set(result["ratio_kept_over_full"]) == {f"{s}/{k}" for s in ("positive", "mixed") for k in start}
+
+
+def test_the_device_launcher_finds_its_chains_by_pid_file_not_by_command_line(tmp_path):
+    """factorio_repro.sh's chains (benchmarks/device/chains.sh): a process whose command line names
+    the driver, as the device call's own did in session 31, is no chain; a started chain runs until
+    it ends."""
+    import subprocess
+
+    script = f"""
+    repro={tmp_path}; source {BENCHMARKS / "device" / "chains.sh"}
+    say() {{ running && echo "$1:yes" || echo "$1:no"; }}
+    say empty
+    bash -c 'sleep 30; : python3 benchmarks/factorio_repro.py --stages sft93' > /dev/null 2>&1 & decoy=$!
+    say decoy
+    chain 0 chain_a 'echo started; sleep 30'
+    for i in $(seq 50); do [ -s {tmp_path}/chain_a.log ] && break; sleep 0.1; done
+    say chain
+    pid=$(cat {tmp_path}/chain_a.pid); kill -- -$pid; wait $pid 2> /dev/null  # its session, sleep included
+    say ended
+    pkill -P $decoy; kill $decoy
+    """
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["empty:no", "decoy:no", "chain:yes", "ended:no"], out.stderr
+    assert (tmp_path / "chain_a.log").read_text() == "started\n"

@@ -17,9 +17,7 @@ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 wait_s=${WAIT_S:-560}
 repro=/root/repro
 start=$SECONDS
-# a chain is running while the process its pid file names lives (a pgrep on the command line also
-# matched the device call itself, whose text names the driver when CHAIN is set)
-running() { for p in $repro/*.pid; do [ -f "$p" ] && kill -0 "$(cat "$p")" 2> /dev/null && return 0; done; return 1; }
+source benchmarks/device/chains.sh  # chain, running: detached chains found by their pid files
 if ! running; then
     bash benchmarks/device/setup.sh || exit 1
     python3 -c "from rlplugs.testing.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
@@ -29,10 +27,6 @@ if ! running; then
     # EXTRA: driver flags for both chains; EXTRA_B: more for the B chain (the later of repeated flags wins).
     # Both are shell words (quotes kept: --grpo_args "..."), so each chain runs under bash -c.
     stages() { [ -n "$1" ] && echo "python3 benchmarks/factorio_repro.py --stages $1 --out $repro --workers $2 $3"; }
-    chain() {  # GPU, log name, commands
-        CUDA_VISIBLE_DEVICES=$1 setsid nohup bash -c "$3" > $repro/$2.log 2>&1 < /dev/null &
-        echo $! > $repro/$2.pid
-    }
     a=$(stages "$A" 7 "${EXTRA:-}"); b=$(stages "$B" 7 "${EXTRA:-} ${EXTRA_B:-}")
     # CHAIN: a whole command line run as the one chain instead (plans that are several driver calls)
     if [ -n "${CHAIN:-}" ]; then chain 0 chain_a "$CHAIN"
