@@ -12,8 +12,8 @@ set's rows of ``W`` are read, so the cost grows with the sets, not the vocabular
 them. The same sets serve TRL's old log-probabilities, the loss and its off-policy mask, whose gap
 then measures the policy's drift, not the truncation. The loss reaches no tail logit directly, on any
 advantage, so the trained policy is the truncated one: decode it with the sampler it was trained
-under (factorio-build: holdout at top_p 1.0 fell to 0 while the top_p 0.9 rollouts kept improving,
-seed 1 in session 31 and seed 42 in session 32). It does not keep a high rate from breaking the
+under (factorio-build: holdout at top_p 1.0 fell to 0 while the top_p 0.9 rollouts held, seed 1
+in session 31 and seed 42 in session 32). It does not keep a high rate from breaking the
 policy at its own sampler either (seed 1 in session 32; benchmarks/README.md).
 
 :class:`~rlplugs.adapters.trl.sampling_logprobs.SampledLogprobs` records the sets;
