@@ -306,19 +306,21 @@ def test_tail_drift_measures_the_tail_outside_the_kept_sets_at_the_positions_the
     assert set(result["ratio_kept_over_full"]) == {f"{s}/{k}" for s in ("positive", "mixed") for k in start}
 
 
-def test_the_device_launcher_finds_its_chains_by_pid_file_not_by_command_line(tmp_path):
-    """factorio_repro.sh's chains (benchmarks/device/chains.sh): a process whose command line names
-    the driver, as the device call's own did in session 31, is no chain; a started chain runs until
-    it ends."""
+def test_the_device_launchers_find_their_runs_by_pid_file_not_by_command_line(tmp_path):
+    """Every launcher's detached runs (benchmarks/device/chains.sh): a process whose command line
+    names the driver, as the device call's own did in session 31, is no run; a started run lives
+    until it ends, on the GPUs its caller set, with its arguments as quoted (detached.sh passes
+    them through printf %q)."""
     import subprocess
 
     script = f"""
-    repro={tmp_path}; source {BENCHMARKS / "device" / "chains.sh"}
-    say() {{ running && echo "$1:yes" || echo "$1:no"; }}
+    source {BENCHMARKS / "device" / "chains.sh"}
+    say() {{ alive {tmp_path}/*.pid && echo "$1:yes" || echo "$1:no"; }}
     say empty
     bash -c 'sleep 30; : python3 benchmarks/factorio_repro.py --stages sft93' > /dev/null 2>&1 & decoy=$!
     say decoy
-    chain 0 chain_a 'echo started; sleep 30'
+    set -- --title "two words" '{{"a": 1}}'
+    CUDA_VISIBLE_DEVICES=1 chain {tmp_path} chain_a "printf '%s|' \$CUDA_VISIBLE_DEVICES $(printf '%q ' "$@"); echo; sleep 30"
     for i in $(seq 50); do [ -s {tmp_path}/chain_a.log ] && break; sleep 0.1; done
     say chain
     pid=$(cat {tmp_path}/chain_a.pid); kill -- -$pid; wait $pid 2> /dev/null  # its session, sleep included
@@ -327,4 +329,4 @@ def test_the_device_launcher_finds_its_chains_by_pid_file_not_by_command_line(tm
     """
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["empty:no", "decoy:no", "chain:yes", "ended:no"], out.stderr
-    assert (tmp_path / "chain_a.log").read_text() == "started\n"
+    assert (tmp_path / "chain_a.log").read_text() == '1|--title|two words|{"a": 1}|\n'

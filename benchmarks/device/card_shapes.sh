@@ -14,13 +14,14 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 WORK=${WORK:-/root/card}
 start=$SECONDS
-running() { pgrep -f "benchmarks/card_shapes.py --out $WORK " > /dev/null; }
+source benchmarks/device/chains.sh  # chain, alive: detached runs found by their pid files
+running() { alive "$WORK/card_shapes.pid"; }
 if ! running; then
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade .whl/*.whl || exit 1
     mkdir -p /tmp/gpusite "$WORK" && tar -C /tmp/gpusite -xJf .gpusite/gpusite.tar.xz || exit 1
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-    PYTHONPATH=/tmp/gpusite${PYTHONPATH:+:$PYTHONPATH} setsid nohup python3 benchmarks/card_shapes.py --out "$WORK" \
-        --gpu_site /tmp/gpusite "$@" > "$WORK/card_shapes.log" 2>&1 < /dev/null &
+    PYTHONPATH=/tmp/gpusite${PYTHONPATH:+:$PYTHONPATH} chain "$WORK" card_shapes \
+        "python3 benchmarks/card_shapes.py --out $(printf '%q' "$WORK") --gpu_site /tmp/gpusite $(printf '%q ' "$@")"
     sleep 5
 fi
 while running && [ $((SECONDS - start)) -lt "${WAIT_S:-540}" ]; do sleep 5; done

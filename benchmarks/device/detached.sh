@@ -15,13 +15,14 @@ shift
 work=/root/$name${TAG:+-$TAG}
 set -- "${@//\{run\}/$work}"
 start=$SECONDS
-running() { pgrep -f "(^|/)python3 benchmarks/$name.py" > /dev/null; }  # the interpreter running it, not a shell whose command line names the script
+source benchmarks/device/chains.sh  # chain, alive: detached runs found by their pid files
+running() { alive /root/$name/$name.pid /root/$name-*/$name.pid; }  # any TAG's
 if [ -f $work/$name.json ]; then
     echo "$work/$name.json is there: not started again (TAG=x runs another under /root/$name-x)"
 elif ! running; then
     bash benchmarks/device/setup.sh || exit 1
     mkdir -p $work
-    setsid nohup python3 benchmarks/$name.py --out $work/$name.json "$@" > $work/$name.log 2>&1 < /dev/null &
+    chain $work $name "python3 benchmarks/$name.py --out $work/$name.json $(printf '%q ' "$@")"
     sleep 5
 fi
 while running && [ $((SECONDS - start)) -lt "${WAIT_S:-560}" ]; do sleep 5; done

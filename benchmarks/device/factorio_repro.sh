@@ -17,7 +17,8 @@ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 wait_s=${WAIT_S:-560}
 repro=/root/repro
 start=$SECONDS
-source benchmarks/device/chains.sh  # chain, running: detached chains found by their pid files
+source benchmarks/device/chains.sh  # chain, alive: detached runs found by their pid files
+running() { alive $repro/*.pid; }
 if ! running; then
     bash benchmarks/device/setup.sh || exit 1
     python3 -c "from rlplugs.testing.smollm2 import smollm2_dir; print(smollm2_dir())" || exit 1
@@ -29,9 +30,9 @@ if ! running; then
     stages() { [ -n "$1" ] && echo "python3 benchmarks/factorio_repro.py --stages $1 --out $repro --workers $2 $3"; }
     a=$(stages "$A" 7 "${EXTRA:-}"); b=$(stages "$B" 7 "${EXTRA:-} ${EXTRA_B:-}")
     # CHAIN: a whole command line run as the one chain instead (plans that are several driver calls)
-    if [ -n "${CHAIN:-}" ]; then chain 0 chain_a "$CHAIN"
-    elif [ "$ngpu" -ge 2 ] && [ -n "$a" ] && [ -n "$b" ]; then chain 0 chain_a "$a"; chain 1 chain_b "$b"
-    else chain 0 chain_a "$(stages "$A" 14 "${EXTRA:-}")${a:+${b:+; }}$(stages "$B" 14 "${EXTRA:-} ${EXTRA_B:-}")"; fi
+    if [ -n "${CHAIN:-}" ]; then CUDA_VISIBLE_DEVICES=0 chain $repro chain_a "$CHAIN"
+    elif [ "$ngpu" -ge 2 ] && [ -n "$a" ] && [ -n "$b" ]; then CUDA_VISIBLE_DEVICES=0 chain $repro chain_a "$a"; CUDA_VISIBLE_DEVICES=1 chain $repro chain_b "$b"
+    else CUDA_VISIBLE_DEVICES=0 chain $repro chain_a "$(stages "$A" 14 "${EXTRA:-}")${a:+${b:+; }}$(stages "$B" 14 "${EXTRA:-} ${EXTRA_B:-}")"; fi
     sleep 5
 fi
 while running && [ $((SECONDS - start)) -lt $wait_s ]; do sleep 10; done
