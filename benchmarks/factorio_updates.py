@@ -71,11 +71,11 @@ def plot(table: dict, path: Path, title: str) -> None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     # one legend below the panels (a run has one colour in all of them): eight runs' legends in
     # each panel hid the curves
-    rows = -(-len(table) // 4)
-    fig.set_figheight(4 + 0.22 * rows)
+    legend_height = 0.22 * -(-len(table) // 4)  # inches: four runs to a row of 8-point text
+    fig.set_figheight(4 + legend_height)
     fig.legend(*reward.get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, (0.22 * rows + 0.1) / fig.get_figheight(), 1, 1))
+    fig.tight_layout(rect=(0, (legend_height + 0.1) / fig.get_figheight(), 1, 1))
     fig.savefig(path, dpi=120)
 
 

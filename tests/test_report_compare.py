@@ -255,6 +255,7 @@ def test_a_long_title_is_wrapped_to_fit_the_picture():
     fig.canvas.draw()
     box = ax.title.get_window_extent()
     assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (box, fig.bbox.width)
+    assert box.width > 0.6 * fig.bbox.width  # wrapped to the longest lines that fit, not to a column
     assert ax.get_title().replace("\n", " ") == long and ax.get_title().count("\n") >= 1
     fit_title(ax, "short")
     assert ax.get_title() == "short"

@@ -445,10 +445,18 @@ def fit_title(ax, title: str) -> None:
     import textwrap
 
     fig = ax.figure
+    limit = 0.95 * fig.bbox.width
+
+    def width() -> float:
+        return ax.title.get_window_extent(fig.canvas.get_renderer()).width
+
     ax.set_title(title)
-    chars = len(title)
-    while chars > 10 and ax.title.get_window_extent(fig.canvas.get_renderer()).width > 0.95 * fig.bbox.width:
-        chars -= 1  # the longest lines that fit
+    if width() <= limit:
+        return
+    chars = max(10, int(len(title) * limit / width()))  # lines of this many characters at the mean width
+    ax.set_title(textwrap.fill(title, chars))
+    while chars > 10 and width() > limit:  # a line of wider characters than the mean: a little shorter
+        chars -= 1
         ax.set_title(textwrap.fill(title, chars))
 
 
