@@ -34,6 +34,21 @@ def load_policy(model_dir: str | None) -> tuple[str, object, torch.nn.Module]:
     return name, AutoTokenizer.from_pretrained(model_dir), AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
 
+def sample_recorded(model, tokenizer, inputs, args) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """``args.samples`` completions of each prompt in ``inputs`` (the prompt ids included) at
+    ``args.temperature`` and ``args.top_p``, no ``top_k``, and the kept sets of every step, as the
+    trainer's recorder keeps them."""
+    from transformers import GenerationConfig
+
+    from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate
+
+    config = GenerationConfig(do_sample=True, max_new_tokens=args.tokens, temperature=args.temperature, top_p=args.top_p,
+                              top_k=None, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    with RecordedGenerate(model, args.temperature, top_p=args.top_p, keep_sets=True) as recorded:
+        out = model.generate(**inputs, generation_config=config, num_return_sequences=args.samples)
+    return out, recorded.recorder.kept
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", help="policy dir (default: SmolLM2-135M-Instruct via rlplugs.testing.smollm2)")
@@ -46,9 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
 
-    from transformers import GenerationConfig
-
-    from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate
     from rlplugs.registry import make_env
 
     torch.manual_seed(args.seed)
@@ -56,13 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = make_env("factorio-build", {}).dataset("train")
     texts = [tokenizer.apply_chat_template(rows[i]["prompt"], add_generation_prompt=True, tokenize=False) for i in range(args.prompts)]
     batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left")
-    config = GenerationConfig(do_sample=True, max_new_tokens=args.tokens, temperature=args.temperature, top_p=args.top_p,
-                              top_k=None, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
     start = time.perf_counter()
-    with RecordedGenerate(model, args.temperature, top_p=args.top_p, keep_sets=True) as recorded:
-        model.generate(**batch, generation_config=config, num_return_sequences=args.samples)
+    _, kept = sample_recorded(model, tokenizer, batch, args)
     wall = time.perf_counter() - start
-    sizes = torch.cat([torch.bincount(sets[:, 0]) for sets in recorded.recorder.kept]).float()
+    sizes = torch.cat([torch.bincount(sets[:, 0]) for sets in kept]).float()
     result = {
         "what": "kept-set sizes (tokens top-p leaves drawable per step) of factorio-build completions",
         "model": name, "prompts": args.prompts, "samples": args.samples, "tokens": args.tokens,

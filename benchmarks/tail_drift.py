@@ -32,22 +32,17 @@ import torch
 
 def sample(model, tokenizer, rows, args) -> list[dict]:
     """Per prompt: its ids, ``samples`` completions, their kept sets and a mask up to the end token."""
-    from transformers import GenerationConfig
+    from kept_sets import sample_recorded  # beside this script
 
-    from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate
-
-    config = GenerationConfig(do_sample=True, max_new_tokens=args.tokens, temperature=args.temperature,
-                              top_p=args.top_p, top_k=None, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
     groups = []
     for row in rows:
         text = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
         prompt = tokenizer(text, return_tensors="pt").input_ids
-        with RecordedGenerate(model, args.temperature, top_p=args.top_p, keep_sets=True) as recorded:
-            out = model.generate(prompt, generation_config=config, num_return_sequences=args.samples)
+        out, kept = sample_recorded(model, tokenizer, {"input_ids": prompt}, args)
         completion = out[:, prompt.size(1) :]
         is_end = (completion == tokenizer.eos_token_id).long()
         mask = is_end.cumsum(1) - is_end == 0  # up to and with the end token
-        groups.append({"prompt": prompt, "completion": completion, "kept": recorded.recorder.kept, "mask": mask})
+        groups.append({"prompt": prompt, "completion": completion, "kept": kept, "mask": mask})
     return groups
 
 
