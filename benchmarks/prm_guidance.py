@@ -65,7 +65,6 @@ import re
 import shlex
 import shutil
 import sys
-import textwrap
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -394,7 +393,7 @@ def picture(result: dict[str, Any], path: Path) -> None:
     policy = re.sub(r" \([^)]*\)", "", result["policy"])  # the name without its packaging note
     nucleus = f", top_p {settings['top_p']}" if settings.get("top_p") is not None else ""
     candidates = f"candidates at T {settings['temperature']}{nucleus}" + (", the greedy reply first" if settings.get("policy_reply") else "")
-    plot_comparison(table, path, title=textwrap.fill(f"clembench-games self-play, {policy}", 72) + f"\n{candidates}")
+    plot_comparison(table, path, title=f"clembench-games self-play, {policy}\n{candidates}")
 
 
 def policy_name(model: str, sft: bool) -> str:

@@ -257,6 +257,8 @@ def test_a_long_title_is_wrapped_to_fit_the_picture():
     assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (box, fig.bbox.width)
     assert box.width > 0.6 * fig.bbox.width  # wrapped to the longest lines that fit, not to a column
     assert ax.get_title().replace("\n", " ") == long and ax.get_title().count("\n") >= 1
+    fit_title(ax, long + "\nat T 0.7")  # the caller's line break stays (session 33's picture lost it)
+    assert ax.get_title().endswith("0.9\nat T 0.7"), ax.get_title()
     fit_title(ax, "short")
     assert ax.get_title() == "short"
     plt.close(fig)

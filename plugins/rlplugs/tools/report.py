@@ -440,8 +440,8 @@ def comparison_markdown(table: list[dict[str, Any]], pictures: list[str]) -> str
 
 
 def fit_title(ax, title: str) -> None:
-    """Set ``title``, wrapped to the figure's width: a long one (a run's whole description, say)
-    would otherwise run off both edges of the picture."""
+    """Set ``title``, each of its lines wrapped to the figure's width: a long one (a run's whole
+    description, say) would otherwise run off both edges of the picture."""
     import textwrap
 
     fig = ax.figure
@@ -450,14 +450,18 @@ def fit_title(ax, title: str) -> None:
     def width() -> float:
         return ax.title.get_window_extent(fig.canvas.get_renderer()).width
 
+    def wrap(chars: int) -> str:  # line breaks the caller wrote stay
+        return "\n".join(textwrap.fill(line, chars) for line in title.split("\n"))
+
     ax.set_title(title)
     if width() <= limit:
         return
-    chars = max(10, int(len(title) * limit / width()))  # lines of this many characters at the mean width
-    ax.set_title(textwrap.fill(title, chars))
+    longest = max(len(line) for line in title.split("\n"))
+    chars = max(10, int(longest * limit / width()))  # lines of this many characters at the mean width
+    ax.set_title(wrap(chars))
     while chars > 10 and width() > limit:  # a line of wider characters than the mean: a little shorter
         chars -= 1
-        ax.set_title(textwrap.fill(title, chars))
+        ax.set_title(wrap(chars))
 
 
 def plot_comparison(table: list[dict[str, Any]], path: Path, title: str = "") -> Path | None:
