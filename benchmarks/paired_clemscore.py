@@ -5,11 +5,22 @@ differences between modes get intervals too, and issue 19's goal is checked on t
 clembench leaves clemscore undefined where no episode was played (every one aborted). That is not
 a score of 0: such a mode is *unscored* (None), and a bootstrap resample in which a mode has no
 played episode is left out of that mode's interval (and of the differences it is part of), with
-the number left out in the result (``rlplugs.tools.report.bootstrap_interval``'s convention)."""
+the number left out in the result (``rlplugs.tools.report.bootstrap_interval``'s convention).
+
+Across two result files (two arms: other candidates, another PRM, ...) played on the same held-out
+instances, the difference of one mode in each gets its paired interval from the episodes each file
+keeps (``episode_metrics``, written since session 33):
+
+    python benchmarks/paired_clemscore.py A.json:best_of_n_random B.json:best_of_n_random
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import sys
+from pathlib import Path
 from typing import Any
 
 GOAL_WALL_RATIO = 4.5  # wall time PRM best-of-N / greedy
@@ -29,7 +40,8 @@ def difference(better: float | None, worse: float | None) -> float | None:
     return None if better is None or worse is None else better - worse
 
 
-def with_intervals(played: dict[str, list[dict[str, Any]]], resamples: int, seed: int) -> dict[str, Any]:
+def with_intervals(played: dict[str, list[dict[str, Any]]], resamples: int, seed: int,
+                   differences: tuple[tuple[str, str], ...] = DIFFERENCES) -> dict[str, Any]:
     """Bootstrap 95% intervals over episodes of each mode's clemscore and of the goal's differences:
     ``{"modes": {mode: [low, high] | None}, "differences": {"a-b": {"value", "ci95"}},
     "unscored_resamples": {mode or "a-b": count}}`` (the counts only where some were left out)."""
@@ -51,7 +63,7 @@ def with_intervals(played: dict[str, list[dict[str, Any]]], resamples: int, seed
         return clemscore([played[mode][i] for i in picks])
 
     out: dict[str, Any] = {"modes": {m: interval(m, lambda p, m=m: score(m, p)) for m in played}, "differences": {}}
-    for better, worse in DIFFERENCES:
+    for better, worse in differences:
         if better in played and worse in played:
             name = f"{better}-{worse}"
             out["differences"][name] = {
@@ -92,3 +104,41 @@ def goal_check(out: dict[str, Any]) -> dict[str, Any]:
     return {"checked": True, "order_holds": ordered, "order_holds_beyond_intervals": separated,
             "wall_ratio_best_of_n_prm_vs_greedy": ratio, "wall_ratio_met": ratio <= GOAL_WALL_RATIO,
             "met": ordered and ratio <= GOAL_WALL_RATIO, "text": text}  # fmt: skip
+
+
+def arm(spec: str) -> tuple[str, list[dict[str, Any]], list[str]]:
+    """``FILE:MODE`` -> (its name, the mode's episode records, their instances as game/instance_id)."""
+    path, _, mode = spec.rpartition(":")
+    if not path or not Path(path).is_file():
+        sys.exit(f"{spec}: expected FILE:MODE with FILE a prm_guidance result")
+    episodes = json.loads(Path(path).read_text()).get("episode_metrics")
+    if episodes is None:
+        sys.exit(f"{path} keeps no episode_metrics (written before session 33): rerun it to compare it paired")
+    if mode not in episodes:
+        sys.exit(f"{path} has no mode {mode!r}; it has {', '.join(episodes)}")
+    return spec, episodes[mode], [f"{e['game']}/{e['instance_id']}" for e in episodes[mode]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="the paired difference SECOND - FIRST of one mode in each of two prm_guidance results")
+    p.add_argument("first", help="FILE:MODE, e.g. prm_guidance_a.json:best_of_n_random")
+    p.add_argument("second", help="FILE:MODE, played on the same held-out instances")
+    p.add_argument("--resamples", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    (a, a_eps, a_ids), (b, b_eps, b_ids) = arm(args.first), arm(args.second)
+    if a_ids != b_ids:
+        sys.exit(f"{a} and {b} were played on other held-out instances (or in another order): no pairing")
+    found = with_intervals({a: a_eps, b: b_eps}, args.resamples, args.seed, differences=((b, a),))
+    diff = found["differences"][f"{b}-{a}"]
+
+    def show(value: float | None, ci: list[float] | None) -> str:
+        return "unscored (an arm played no episode)" if value is None else f"{value:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else f"{value:+.2f} [n/a]"
+
+    print(f"{b} - {a}: {show(diff['value'], diff['ci95'])} over {len(a_ids)} episodes "
+          f"(clemscore {clemscore(b_eps)} vs {clemscore(a_eps)}; paired 95% bootstrap interval)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

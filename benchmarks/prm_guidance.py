@@ -373,6 +373,10 @@ def main(argv: list[str] | None = None) -> int:
         "sft": sft_stats,
         "labels_and_prm": stats,
         "modes": results,
+        # per mode, each held-out episode's game metrics in play order: other arms on the same
+        # instances compare with these paired (python benchmarks/paired_clemscore.py A:MODE B:MODE)
+        "episode_metrics": {m: [{"game": rec["game"], "instance_id": row["instance_id"], "metrics": rec["metrics"]}
+                                for row, rec in zip(held_out, played[m])] for m in modes},
         "python": platform.python_version(), "torch": torch.__version__,
     }  # fmt: skip
     out["goal"] = goal_check(out)

