@@ -47,7 +47,9 @@ estimates and whether the paired intervals of the two differences lie above 0 (`
 goal_check``).
 
 Writes ``--out`` (default ``benchmarks/results/prm_guidance.json``) with the scores, intervals,
-wall times, the SFT data and label/PRM statistics, and the command. Everything is an argument
+wall times, the SFT data and label/PRM statistics, each mode's episodes (``episode_metrics``: another
+arm on the same instances compares paired, ``python benchmarks/paired_clemscore.py A:MODE B:MODE``)
+and the command. Everything is an argument
 (``--device``, sizes), so the same script runs at toy scale on a CPU and at full scale on a GPU
 (``benchmarks/device/prm_guidance.sh``).
 
