@@ -126,17 +126,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resamples", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    if args.first == args.second:
+        sys.exit(f"{args.first} twice: name two arms (two files, or two modes of one)")
     (a, a_eps, a_ids), (b, b_eps, b_ids) = arm(args.first), arm(args.second)
     if a_ids != b_ids:
         sys.exit(f"{a} and {b} were played on other held-out instances (or in another order): no pairing")
     found = with_intervals({a: a_eps, b: b_eps}, args.resamples, args.seed, differences=((b, a),))
-    diff = found["differences"][f"{b}-{a}"]
-
-    def show(value: float | None, ci: list[float] | None) -> str:
-        return "unscored (an arm played no episode)" if value is None else f"{value:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else f"{value:+.2f} [n/a]"
-
-    print(f"{b} - {a}: {show(diff['value'], diff['ci95'])} over {len(a_ids)} episodes "
-          f"(clemscore {clemscore(b_eps)} vs {clemscore(a_eps)}; paired 95% bootstrap interval)")
+    diff, ci = found["differences"][f"{b}-{a}"]["value"], found["differences"][f"{b}-{a}"]["ci95"]
+    if diff is None:
+        print(f"{b} - {a}: unscored (an arm played none of its {len(a_ids)} episodes)")
+    else:
+        interval = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "[n/a]"
+        print(f"{b} - {a}: {diff:+.2f} {interval}, paired 95% bootstrap interval over {len(a_ids)} episodes "
+              f"(clemscore {clemscore(b_eps):.2f} vs {clemscore(a_eps):.2f})")
     return 0
 
 

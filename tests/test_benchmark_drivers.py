@@ -92,6 +92,8 @@ def test_two_arms_on_the_same_instances_compare_paired_and_other_instances_are_r
         main([f"{a}:best_of_n_random", f"{tmp_path / 'old.json'}:greedy"])
     with pytest.raises(SystemExit, match="has no mode 'greedy'; it has best_of_n_random"):
         main([f"{a}:best_of_n_random", f"{b}:greedy"])
+    with pytest.raises(SystemExit, match="twice"):
+        main([f"{a}:best_of_n_random", f"{a}:best_of_n_random"])
 
 
 def test_decode_profile_decodes_its_steps_over_a_static_cache_of_the_length_it_names(benchmarks_path, monkeypatch):
