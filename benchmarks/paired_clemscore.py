@@ -41,8 +41,9 @@ def difference(better: float | None, worse: float | None) -> float | None:
 
 
 def with_intervals(played: dict[str, list[dict[str, Any]]], resamples: int, seed: int,
-                   differences: tuple[tuple[str, str], ...] = DIFFERENCES) -> dict[str, Any]:
-    """Bootstrap 95% intervals over episodes of each mode's clemscore and of the goal's differences:
+                   differences: tuple[tuple[str, str], ...] = DIFFERENCES, per_mode: bool = True) -> dict[str, Any]:
+    """Bootstrap 95% intervals over episodes of each mode's clemscore (unless ``per_mode`` is off:
+    a paired comparison needs only its difference) and of the goal's differences:
     ``{"modes": {mode: [low, high] | None}, "differences": {"a-b": {"value", "ci95"}},
     "unscored_resamples": {mode or "a-b": count}}`` (the counts only where some were left out)."""
     from rlplugs.tools.report import bootstrap_interval
@@ -62,7 +63,8 @@ def with_intervals(played: dict[str, list[dict[str, Any]]], resamples: int, seed
     def score(mode: str, picks: list[int]) -> float | None:
         return clemscore([played[mode][i] for i in picks])
 
-    out: dict[str, Any] = {"modes": {m: interval(m, lambda p, m=m: score(m, p)) for m in played}, "differences": {}}
+    modes = {m: interval(m, lambda p, m=m: score(m, p)) for m in played} if per_mode else {}
+    out: dict[str, Any] = {"modes": modes, "differences": {}}
     for better, worse in differences:
         if better in played and worse in played:
             name = f"{better}-{worse}"
@@ -113,7 +115,7 @@ def arm(spec: str) -> tuple[str, list[dict[str, Any]], list[str]]:
         sys.exit(f"{spec}: expected FILE:MODE with FILE a prm_guidance result")
     episodes = json.loads(Path(path).read_text()).get("episode_metrics")
     if episodes is None:
-        sys.exit(f"{path} keeps no episode_metrics (written before session 33): rerun it to compare it paired")
+        sys.exit(f"{path} keeps no episode_metrics (written by an older prm_guidance): rerun it to compare it paired")
     if mode not in episodes:
         sys.exit(f"{path} has no mode {mode!r}; it has {', '.join(episodes)}")
     return spec, episodes[mode], [f"{e['game']}/{e['instance_id']}" for e in episodes[mode]]
@@ -131,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     (a, a_eps, a_ids), (b, b_eps, b_ids) = arm(args.first), arm(args.second)
     if a_ids != b_ids:
         sys.exit(f"{a} and {b} were played on other held-out instances (or in another order): no pairing")
-    found = with_intervals({a: a_eps, b: b_eps}, args.resamples, args.seed, differences=((b, a),))
-    diff, ci = found["differences"][f"{b}-{a}"]["value"], found["differences"][f"{b}-{a}"]["ci95"]
+    found = with_intervals({a: a_eps, b: b_eps}, args.resamples, args.seed, differences=((b, a),), per_mode=False)
+    diff, ci = (found["differences"][f"{b}-{a}"][key] for key in ("value", "ci95"))
     if diff is None:
         print(f"{b} - {a}: unscored (an arm played none of its {len(a_ids)} episodes)")
     else:

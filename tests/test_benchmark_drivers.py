@@ -59,6 +59,8 @@ def test_a_mode_that_played_nothing_is_unscored_and_resamples_without_a_played_e
     skipped = found["unscored_resamples"]
     assert set(skipped) == {"best_of_n_random", "best_of_n_prm-best_of_n_random", "best_of_n_random-greedy"}
     assert 500 < skipped["best_of_n_random"] == skipped["best_of_n_random-greedy"] < 900  # (5/6)**6 = 0.33 of 2000
+    pair_only = with_intervals(played, resamples=2000, seed=0, per_mode=False)  # a paired comparison's path
+    assert pair_only["modes"] == {} and pair_only["differences"] == found["differences"]
 
     nothing = {**played, "best_of_n_random": [_episode(False)] * 6}
     found = with_intervals(nothing, resamples=200, seed=0)

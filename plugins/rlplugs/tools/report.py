@@ -446,17 +446,18 @@ def fit_title(ax, title: str) -> None:
 
     fig = ax.figure
     limit = 0.95 * fig.bbox.width
+    lines = title.split("\n")  # line breaks the caller wrote stay
 
     def width() -> float:
         return ax.title.get_window_extent(fig.canvas.get_renderer()).width
 
-    def wrap(chars: int) -> str:  # line breaks the caller wrote stay
-        return "\n".join(textwrap.fill(line, chars) for line in title.split("\n"))
+    def wrap(chars: int) -> str:
+        return "\n".join(textwrap.fill(line, chars) for line in lines)
 
     ax.set_title(title)
     if width() <= limit:
         return
-    longest = max(len(line) for line in title.split("\n"))
+    longest = max(len(line) for line in lines)
     chars = max(10, int(longest * limit / width()))  # lines of this many characters at the mean width
     ax.set_title(wrap(chars))
     while chars > 10 and width() > limit:  # a line of wider characters than the mean: a little shorter
