@@ -22,8 +22,8 @@ run split over several calls, or cut short, keeps what finished):
   (``benchmarks/factorio_grpo_handwritten.py``) with the same model, data, reward and settings.
 
 ``--collect`` assembles the stage files into ``benchmarks/results/<--result>.json`` and a PNG
-of reward per GRPO step (a GRPO stage a lost lease cut short, with a log but no stage file, from
-its log, under ``cut_short``); the evaluations themselves are compared by ``rlplugs report`` (one table
+of reward per GRPO step (a GRPO run, first or continued, that a lost lease cut short before its
+evaluation and stage file: from its log, under ``cut_short``); the evaluations themselves are compared by ``rlplugs report`` (one table
 and picture with row-bootstrap intervals, ``benchmarks/results/<--result>_evals.{json,png}``). The exact commands used are in ``benchmarks/README.md``.
 """
 
@@ -348,8 +348,7 @@ def collect(a) -> None:
     matplotlib.use("Agg")
     stages = {p.stem: json.loads(p.read_text()) for p in sorted(a.out.glob("*.json"))}
     meta = stages.pop("meta", {})
-    # a GRPO stage that trained but wrote no stage file (the lease was lost before it ended): its log
-    cut_short = {p.stem: from_log(p) for p in sorted(a.out.glob("grpo*.log")) if "-from" not in p.stem and p.stem not in stages}
+    cut_short = cut_short_runs(a.out, stages)
     evaluated = evaluated_stages(stages, [name for name in (*CARD, *DIVERSE_STAGES) if name in stages])
     comparison = compare_evaluations(a, list(evaluated), meta)
     table = []
@@ -372,7 +371,7 @@ def collect(a) -> None:
               "grpo_overhead_ratio": stages.get("overhead", {}).get("grpo_overhead_ratio"),
               "overhead": stages.get("overhead"),
               "not_run": [s for s in (*CARD, "overhead") if s not in stages and s not in cut_short],
-              "cut_short": {k: f"no {k}.json: the stage ended before it was evaluated (lost lease); {len(updates)} "
+              "cut_short": {k: f"trained, then ended before its evaluation and stage file (lost lease); {len(updates)} "
                                f"updates read from {k}.log" for k, (_, updates) in cut_short.items()},
               "curves": {**{k: v["curve"] for k, v in stages.items() if "curve" in v},
                          **{k: curve for k, (curve, _) in cut_short.items()}},
@@ -389,6 +388,23 @@ def collect(a) -> None:
         for suffix in ("json", "png"):
             (dest / f"{a.result}_evals.{suffix}").write_bytes((a.out / "report" / f"comparison.{suffix}").read_bytes())
     log.info("wrote %s", dest / f"{a.result}.json")
+
+
+def cut_short_runs(out: Path, stages: dict[str, dict]) -> dict[str, tuple[list[dict], list[dict]]]:
+    """GRPO runs that trained but wrote no stage file (the lease was lost before their evaluation),
+    read from their logs: a stage's first run (``grpo93.log``, no ``grpo93.json``), or a
+    continuation (``grpo93-from8.log``) whose stage file still holds the step it resumed from; their
+    steps numbered as the trainer counts them."""
+    found = {}
+    for path in sorted(out.glob("grpo*.log")):
+        name, _, resumed = path.stem.partition("-from")
+        done = stages.get(name)
+        # a continuation's own stage file would hold more steps than it resumed from
+        lost = done is not None and done.get("steps", 0) <= int(resumed) if resumed else done is None
+        if lost:
+            shift = int(resumed or 0)
+            found[path.stem] = tuple([{**r, "step": r["step"] + shift} for r in records] for records in from_log(path))
+    return found
 
 
 def evaluated_stages(stages: dict[str, dict], names: list[str]) -> dict[str, dict]:

@@ -246,6 +246,17 @@ def test_a_done_grpo_stage_continues_from_its_last_checkpoint_and_keeps_the_earl
     assert (out / "grpo93.log").exists() and (out / "grpo93-from1.log").exists()  # the first segment's log is kept
     assert two["settings"] == {"grpo_steps": "2", "grpo_continue": "True"}
 
+    # the continuation's lease lost after training, before its evaluation: the stage file still says
+    # step 1, and --collect reads step 2 from the continuation's log, numbered as the trainer counts
+    (lost / "grpo93.json").write_text(json.dumps(one))
+    shutil.copy(out / "grpo93-from1.log", lost / "grpo93-from1.log")
+    collected = subprocess.run(collect, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert collected.returncode == 0, collected.stderr[-3000:]
+    result = json.loads((tmp_path / "benchmarks" / "results" / "lost.json").read_text())
+    assert list(result["cut_short"]) == ["grpo93-from1"] and [r["stage"] for r in result["table"]] == ["grpo93"]
+    assert [u["step"] for u in result["updates"]["grpo93-from1"]] == [2] and result["updates"]["grpo93"] == one["updates"]
+    assert result["updates"]["grpo93-from1"][0]["learning_rate"] == 0.0
+
     again = driver("--grpo_steps", "2", "--grpo_continue")  # nothing left to do
     assert again.returncode == 0 and "stage grpo93 already done" in again.stderr
     shutil.rmtree(out / "grpo93" / "checkpoint-2")
