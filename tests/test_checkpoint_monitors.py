@@ -119,9 +119,11 @@ def test_entropy_guard_stops_at_the_first_entry_past_its_ratio_and_records_why(t
     ([0.0267, 0.0330, 0.0292, 0.0307, 0.0081, 0.0080, 0.0064, 0.0065], None),  # session 27's, seed 42: +31.6 points
     ([0.0411, 0.0446, 0.0440, 0.0372, 0.0405, 0.0424, 0.0365, 0.0367, 0.0394, 0.0383, 0.0331, 0.0451, 0.0493, 0.0414,
       0.0411, 0.0451, 0.0463, 0.0537, 0.0498, 0.0597], None),  # its resumed top_p 1.0 phase: up to 1.45x, held +25.1
+    ([0.0317, 0.0335, 0.0355, 0.0348, 0.0035, 0.0037, 0.0040, 0.0036], None),  # session 34's, seed 2 (H100): +28.2 points
+    ([0.0384, 0.0358, 0.0376, 0.0473, 0.0389, 0.0330, 0.0361, 0.0354, 0.0299, 0.0302, 0.0367, 0.0371], None),  # its phase 2: batches rose
 ])  # fmt: skip
 def test_entropy_guard_tells_the_logged_runs_that_broke_from_those_that_did_not(entropies, stopped_at):
-    """The per-update entropies of factorio-build GRPO runs on an H200 (benchmarks/results)."""
+    """The per-update entropies of factorio-build GRPO runs on an H200 or an H100 (benchmarks/results)."""
     from transformers import TrainerControl, TrainerState
 
     guard = get_registry().get("checkpoint_fixup", "entropy-guard").build().trainer_callback(None)
