@@ -23,8 +23,10 @@ run split over several calls, or cut short, keeps what finished):
 
 ``--collect`` assembles the stage files into ``benchmarks/results/<--result>.json`` and a PNG
 of reward per GRPO step (a GRPO run, first or continued, that a lost lease cut short before its
-evaluation and stage file: from its log, under ``cut_short``); the evaluations themselves are compared by ``rlplugs report`` (one table
-and picture with row-bootstrap intervals, ``benchmarks/results/<--result>_evals.{json,png}``). The exact commands used are in ``benchmarks/README.md``.
+evaluation and stage file: from its log, under ``cut_short``); the evaluations themselves are
+compared by ``rlplugs report`` (one table and picture with row-bootstrap intervals,
+``benchmarks/results/<--result>_evals.{json,png}``). The exact commands used are in
+``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -400,7 +402,7 @@ def cut_short_runs(out: Path, stages: dict[str, dict]) -> dict[str, tuple[list[d
         name, _, resumed = path.stem.partition("-from")
         done = stages.get(name)
         # a continuation's own stage file would hold more steps than it resumed from
-        lost = done is not None and done.get("steps", 0) <= int(resumed) if resumed else done is None
+        lost = (done is not None and done.get("steps", 0) <= int(resumed)) if resumed else done is None
         if lost:
             shift = int(resumed or 0)
             found[path.stem] = tuple([{**r, "step": r["step"] + shift} for r in records] for records in from_log(path))
