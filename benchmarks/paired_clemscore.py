@@ -9,7 +9,7 @@ the number left out in the result (``rlplugs.tools.report.bootstrap_interval``'s
 
 Across two result files (two arms: other candidates, another PRM, ...) played on the same held-out
 instances, the difference of one mode in each gets its paired interval from the episodes each file
-keeps (``episode_metrics``, written since session 33):
+keeps (``episode_metrics``, which ``prm_guidance.py`` writes):
 
     python benchmarks/paired_clemscore.py A.json:best_of_n_random B.json:best_of_n_random
 """
@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     if a_ids != b_ids:
         sys.exit(f"{a} and {b} were played on other held-out instances (or in another order): no pairing")
     found = with_intervals({a: a_eps, b: b_eps}, args.resamples, args.seed, differences=((b, a),), per_mode=False)
-    diff, ci = (found["differences"][f"{b}-{a}"][key] for key in ("value", "ci95"))
+    pair = found["differences"][f"{b}-{a}"]
+    diff, ci = pair["value"], pair["ci95"]
     if diff is None:
         print(f"{b} - {a}: unscored (an arm played none of its {len(a_ids)} episodes)")
     else:
