@@ -8,7 +8,11 @@
    already returns the rewards of the *global* batch) records the groups without spread, and
    ``_generate_and_score_completions`` zeroes those rows' ``completion_mask``/``tool_mask`` and
    recomputes ``num_items_in_batch`` over all processes. Batch shapes stay the same, so nothing
-   downstream changes; the training loop itself is untouched.
+   downstream changes; the training loop itself is untouched. TRL logs its token means (entropy,
+   clip ratios, ...) once per micro-batch as ``sum / max(tokens, 1)``, so a micro-batch whose
+   rows were all left out would log 0.0 and pull the update's mean down (every micro-batch of an
+   update when the whole generation batch lacks spread: factorio-build, session 35); those
+   entries become NaN, which TRL's log leaves out (``None`` where nothing is left).
 
 2. **No reward from metrics alone.** TRL leaves a completion out of the group baseline (advantage 0)
    only when *every* reward function returned ``None``; a completion whose weighted components
@@ -60,6 +64,7 @@ bound to the trainer so group components know the process layout.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -74,6 +79,9 @@ from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate, truncations
 
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
+#: TRL's metrics that are means over the tokens in the loss, one entry a micro-batch
+LOSS_TOKEN_MEANS = ("entropy", "kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean",
+                    "cispo_clip_ratio", "vespo/phi_seq_mean")  # fmt: skip
 COMPILE_CONFLICT = (
     "compile_generation speeds up plain generate; it does not apply with use_vllm or "
     "use_transformers_continuous_batching: drop one of them"
@@ -279,10 +287,23 @@ class EnvGRPOTrainer(GRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         self._kept_sets = inputs.get("sampling_kept")
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        logged = {key: len(metrics[key]) for key in LOSS_TOKEN_MEANS if key in metrics}
         try:
-            return super()._compute_loss(model, inputs)
+            loss = super()._compute_loss(model, inputs)
         finally:
             self._kept_sets = None
+        if self.filter_zero_spread_groups and not self._tokens_in_loss(inputs):
+            for key in LOSS_TOKEN_MEANS:
+                if key in metrics:  # this micro-batch's entries measured no token
+                    start = logged.get(key, 0)
+                    metrics[key][start:] = [math.nan] * (len(metrics[key]) - start)
+        return loss
+
+    def _tokens_in_loss(self, inputs: dict[str, Any]) -> bool:
+        """Whether any process's micro-batch has a token in the loss (one collective)."""
+        mask = inputs["completion_mask"] if inputs.get("tool_mask") is None else inputs["completion_mask"] * inputs["tool_mask"]
+        return self.accelerator.reduce(mask.sum().float(), reduction="sum").item() > 0
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args: Any, **kwargs: Any):
         """TRL's, with each completion token rescored over its kept set while :attr:`_kept_sets` holds
