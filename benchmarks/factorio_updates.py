@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 
@@ -32,12 +33,21 @@ def load(run: str) -> tuple[str, dict]:
 UPDATE_KEYS = ("step", "entropy", "grad_norm", "learning_rate", "off_policy_mask/dropped_of_negative")
 
 
+def update(logged: dict) -> dict:
+    """One optimizer step's row. An update that trained on no token (every group left out by the
+    zero-spread filter: gradient norm 0) has no entropy; trainers before session 35 logged 0.0."""
+    row = {k: logged.get(k) for k in UPDATE_KEYS}
+    if row["grad_norm"] == 0.0:
+        row["entropy"] = None
+    return row
+
+
 def summary(runs: dict[str, dict], steps: int) -> dict:
     """The first ``steps`` updates of every run, and the generation batches drawn in them."""
     batches = {"reward": "reward", "at_cap": "completions/clipped_ratio", "zero_spread_filtered": "zero_spread/filtered_frac"}
     return {
         label: {
-            "updates": [{k: u.get(k) for k in UPDATE_KEYS} for u in run["updates"] if u["step"] <= steps],
+            "updates": [update(u) for u in run["updates"] if u["step"] <= steps],
             "batches": [{"step": c["step"], **{k: c.get(v) for k, v in batches.items()}} for c in run["curve"] if c["step"] <= steps],
         }
         for label, run in runs.items()
@@ -58,7 +68,7 @@ def plot(table: dict, path: Path, title: str) -> None:
     for label, run in table.items():
         steps, style = [u["step"] for u in run["updates"]], {"marker": ".", "label": label, "color": color[label]}
         reward.plot([b["step"] for b in run["batches"]], [b["reward"] for b in run["batches"]], **{**style, "marker": "o"})
-        entropy.plot(steps, [u["entropy"] for u in run["updates"]], **style)
+        entropy.plot(steps, [math.nan if u["entropy"] is None else u["entropy"] for u in run["updates"]], **style)
         norm.plot(steps, [u["grad_norm"] for u in run["updates"]], **style)
         if label in masked:
             axes[3].plot(steps, [u["off_policy_mask/dropped_of_negative"] for u in run["updates"]], **style)
@@ -91,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     plot(table, a.out.with_suffix(".png"), a.title)
     for label, run in table.items():
         print(f"{label}: batch reward {[b['reward'] for b in run['batches']]}, at cap {[b['at_cap'] for b in run['batches']]}, "
-              f"entropy {[round(u['entropy'], 4) for u in run['updates']]}")
+              f"entropy {[None if u['entropy'] is None else round(u['entropy'], 4) for u in run['updates']]}")
 
 
 if __name__ == "__main__":
