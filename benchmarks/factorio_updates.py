@@ -69,7 +69,7 @@ def plot(table: dict, path: Path, title: str) -> None:
         steps, style = [u["step"] for u in run["updates"]], {"marker": ".", "label": label, "color": color[label]}
         reward.plot([b["step"] for b in run["batches"]], [b["reward"] for b in run["batches"]], **{**style, "marker": "o"})
         entropy.plot(steps, [math.nan if u["entropy"] is None else u["entropy"] for u in run["updates"]], **style)
-        norm.plot(steps, [u["grad_norm"] for u in run["updates"]], **style)
+        norm.plot(steps, [u["grad_norm"] or math.nan for u in run["updates"]], **style)  # 0: nothing trained (log axis)
         if label in masked:
             axes[3].plot(steps, [u["off_policy_mask/dropped_of_negative"] for u in run["updates"]], **style)
     if masked:
