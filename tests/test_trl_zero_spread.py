@@ -70,31 +70,46 @@ def test_filter_over_two_gloo_ranks_masks_whole_groups_and_renormalises(tmp_path
     assert ranks[0]["train_filtered_frac"] == pytest.approx(1 / 3)
 
 
-def test_update_with_every_group_filtered_logs_no_token_means(tmp_path, tiny_qwen35):
-    """An update whose every group lacks spread trains on no token: TRL's token means (entropy,
-    clip ratios) are unmeasured there (None in the log), not 0.0, which read as a collapsed policy
-    in session 35's factorio-build curves and would set an entropy guard's level to 0."""
+def test_update_with_every_group_filtered_neither_logs_token_means_nor_moves_weights(tmp_path, tiny_qwen35):
+    """The first update has spread; the second's every group lacks it and trains on no token. Its
+    token means (entropy, clip ratios) are unmeasured (None in the log), not 0.0, which read as a
+    collapsed policy in session 35's factorio-build curves and would set an entropy guard's level
+    to 0; and it leaves the weights alone, where AdamW would still move them along its momentum."""
     from datasets import Dataset
+    from transformers import TrainerCallback
     from trl import GRPOConfig
 
     from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
-    def constant(completions, **_):
-        return [1.0] * len(completions)
+    batches = []
+
+    def spread_once(completions, **_):
+        batches.append(len(completions))
+        return [float(i % 2) if len(batches) == 1 else 1.0 for i in range(len(completions))]
+
+    weights = {}
+
+    class Snapshot(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **_):
+            weights[state.global_step] = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+        on_train_begin = on_step_end  # step 0: the start
 
     prompt = [{"role": "user", "content": "Say something."}]
     args = GRPOConfig(
         output_dir=str(tmp_path), use_cpu=True, bf16=False, gradient_checkpointing=False, per_device_train_batch_size=4,
-        gradient_accumulation_steps=2, num_generations=4, max_completion_length=8, max_steps=1, learning_rate=0.1,
+        gradient_accumulation_steps=2, num_generations=4, max_completion_length=8, max_steps=2, learning_rate=1e-3,
         report_to="none", save_strategy="no", logging_steps=1, chat_template_kwargs={"enable_thinking": False},
     )  # fmt: skip
-    train = Dataset.from_list([{"prompt": prompt}] * 2)
-    trainer = EnvGRPOTrainer(model=str(tiny_qwen35), reward_funcs=[constant], args=args, train_dataset=train,
-                             filter_zero_spread_groups=True)  # fmt: skip
+    train = Dataset.from_list([{"prompt": prompt}] * 4)
+    trainer = EnvGRPOTrainer(model=str(tiny_qwen35), reward_funcs=[spread_once], args=args, train_dataset=train,
+                             filter_zero_spread_groups=True, callbacks=[Snapshot()])  # fmt: skip
     trainer.train()
-    entry = next(h for h in trainer.state.log_history if "entropy" in h)
-    assert entry["zero_spread/filtered_frac"] == 1.0 and entry["grad_norm"] == 0.0
-    assert entry["entropy"] is None and entry["clip_ratio/region_mean"] is None
+    first, second = (h for h in trainer.state.log_history if "entropy" in h)
+    assert len(batches) == 2 and first["zero_spread/filtered_frac"] == 0.0 and first["entropy"] > 0
+    assert second["zero_spread/filtered_frac"] == 1.0 and second["grad_norm"] == 0.0
+    assert second["entropy"] is None and second["clip_ratio/region_mean"] is None
+    assert not torch.equal(weights[1], weights[0]) and torch.equal(weights[2], weights[1])
 
 
 def _worker(out_dir: str, model_dir: str) -> None:

@@ -12,7 +12,11 @@
    clip ratios, ...) once per micro-batch as ``sum / max(tokens, 1)``, so a micro-batch whose
    rows were all left out would log 0.0 and pull the update's mean down (every micro-batch of an
    update when the whole generation batch lacks spread: factorio-build, session 35); those
-   entries become NaN, which TRL's log leaves out (``None`` where nothing is left).
+   entries become NaN, which TRL's log leaves out (``None`` where nothing is left). An update
+   with no token in the loss skips its optimizer step (every gradient set to None, so AdamW leaves
+   weights and state alone): with zero gradients AdamW would still move every weight along its
+   momentum (the tiny Qwen3.5 on the CPU after one real update: the largest weight change 0.45,
+   then 0.17 times the learning rate).
 
 2. **No reward from metrics alone.** TRL leaves a completion out of the group baseline (advantage 0)
    only when *every* reward function returned ``None``; a completion whose weighted components
@@ -197,6 +201,7 @@ class EnvGRPOTrainer(GRPOTrainer):
             self._check_keep_sampling_mask()
         self.rollout_rows: list[dict[str, Any]] | None = None
         self._zero_spread: torch.Tensor | None = None
+        self._tokens_since_step = False  # whether this update's micro-batches put any token in the loss
         for func in self.reward_funcs:
             bind = getattr(func, "bind", None)
             if bind is not None:
@@ -293,12 +298,31 @@ class EnvGRPOTrainer(GRPOTrainer):
             loss = super()._compute_loss(model, inputs)
         finally:
             self._kept_sets = None
-        if self.filter_zero_spread_groups and not self._tokens_in_loss(inputs):
-            for key in LOSS_TOKEN_MEANS:
-                if key in metrics:  # this micro-batch's entries measured no token
-                    start = logged.get(key, 0)
-                    metrics[key][start:] = [math.nan] * (len(metrics[key]) - start)
+        if not self.filter_zero_spread_groups:
+            return loss
+        if self._tokens_in_loss(inputs):
+            self._tokens_since_step |= self.model.training
+            return loss
+        for key in LOSS_TOKEN_MEANS:
+            if key in metrics:  # this micro-batch's entries measured no token
+                start = logged.get(key, 0)
+                metrics[key][start:] = [math.nan] * (len(metrics[key]) - start)
         return loss
+
+    def create_optimizer(self, model=None):
+        optimizer = super().create_optimizer(model)
+        if self.filter_zero_spread_groups:
+            optimizer.register_step_pre_hook(self._skip_step_without_tokens)
+        return optimizer
+
+    def _skip_step_without_tokens(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        """Before each optimizer step: an update that put no token in the loss leaves the weights
+        and the optimizer's state as they are."""
+        trained, self._tokens_since_step = self._tokens_since_step, False
+        if not trained:
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    param.grad = None
 
     def _tokens_in_loss(self, inputs: dict[str, Any]) -> bool:
         """Whether any process's micro-batch has a token in the loss (one collective)."""
