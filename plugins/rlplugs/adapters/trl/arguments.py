@@ -91,7 +91,8 @@ class EnvGRPOScriptArguments(GRPOScriptArguments, EnvArguments):
         default=False,
         metadata={
             "help": "Leave groups whose rewards have no spread (all completions equal) out of the loss and its "
-            "token normalisation; they carry no gradient but would dilute the others."
+            "token normalisation; they carry no gradient but would dilute the others. An update left with no "
+            "group skips its optimizer step."
         },
     )
     compile_generation: bool = field(
