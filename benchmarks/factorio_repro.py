@@ -225,8 +225,10 @@ def grpo(a, model: str, size: int, resume_step: int = 0) -> tuple[str, float, li
     cmd += shlex.split(a.grpo_args)
     wall = run_logged(cmd, a.out / (f"grpo{size}-from{resume_step}.log" if resume_step else f"grpo{size}.log"), "rlplugs grpo")
     history = log_history(out)
-    curve = [{k: h[k] for k in CURVE_KEYS if k in h} for h in history if "reward" in h]  # one per generation batch
-    updates = [{k: h[k] for k in UPDATE_KEYS if k in h} for h in history if "grad_norm" in h]
+    # one per generation batch; a metric logged as None (nothing measured: an update with no token in
+    # the loss) is left out, as the log reader leaves it out
+    curve = [{k: h[k] for k in CURVE_KEYS if h.get(k) is not None} for h in history if "reward" in h]
+    updates = [{k: h[k] for k in UPDATE_KEYS if h.get(k) is not None} for h in history if "grad_norm" in h]
     return str(out), wall, curve, updates, max((h.get("step", 0) for h in history), default=0)
 
 
