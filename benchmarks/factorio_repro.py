@@ -457,7 +457,7 @@ def plot(result: dict, path: Path) -> None:
     carded = [(i, r["card_qwen35_9b"]["holdout"]) for i, r in zip(x, result["table"]) if r["card_qwen35_9b"]]
     left.scatter([i + 0.2 for i, _ in carded], [v for _, v in carded], color="k",
                  marker="_", s=400, zorder=3, label="card holdout (Qwen3.5-9B)")  # fmt: skip
-    left.set_xticks(list(x), names)
+    left.set_xticks(list(x), names, rotation=20 if len(names) > 4 else 0)
     left.set_ylim(0, 1.05)
     left.set_ylabel("success (fraction of scenes verified)")
     left.set_title(f"factorio-build, {result['model'].split(' (')[0]}")

@@ -64,9 +64,10 @@ def plot(table: dict, path: Path, title: str) -> None:
     masked = {label: run for label, run in table.items() if any(u["off_policy_mask/dropped_of_negative"] is not None for u in run["updates"])}
     fig, axes = plt.subplots(1, 4 if masked else 3, figsize=(21 if masked else 16, 4))
     reward, entropy, norm = axes[:3]
-    color = {label: f"C{i}" for i, label in enumerate(table)}  # one colour a run in every panel
+    # one colour (and, past the ten of the colour cycle, a dashed line) a run in every panel
+    look = {label: {"color": f"C{i % 10}", "linestyle": "-" if i < 10 else "--"} for i, label in enumerate(table)}
     for label, run in table.items():
-        steps, style = [u["step"] for u in run["updates"]], {"marker": ".", "label": label, "color": color[label]}
+        steps, style = [u["step"] for u in run["updates"]], {"marker": ".", "label": label, **look[label]}
         reward.plot([b["step"] for b in run["batches"]], [b["reward"] for b in run["batches"]], **{**style, "marker": "o"})
         entropy.plot(steps, [math.nan if u["entropy"] is None else u["entropy"] for u in run["updates"]], **style)
         norm.plot(steps, [u["grad_norm"] or math.nan for u in run["updates"]], **style)  # 0: nothing trained (log axis)
