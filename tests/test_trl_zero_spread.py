@@ -110,6 +110,11 @@ def test_update_with_every_group_filtered_neither_logs_token_means_nor_moves_wei
     assert second["zero_spread/filtered_frac"] == 1.0 and second["grad_norm"] == 0.0
     assert second["entropy"] is None and second["clip_ratio/region_mean"] is None
     assert not torch.equal(weights[1], weights[0]) and torch.equal(weights[2], weights[1])
+    # a second train() asks for the optimizer again and gets accelerate's wrapper: hooking that
+    # failed, and a second hook on the optimizer inside would find the first one's "no token since
+    # the last step" and throw away an update that had tokens
+    assert trainer.create_optimizer() is trainer.optimizer
+    assert len(trainer.optimizer.optimizer._optimizer_step_pre_hooks) == 1
 
 
 def _worker(out_dir: str, model_dir: str) -> None:

@@ -68,6 +68,7 @@ bound to the trainer so group components know the process layout.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -81,11 +82,18 @@ from rlplugs.adapters.trl.keep_sampling_mask import head_scalings, rescored
 from rlplugs.adapters.trl.packed_gqa import COMPILE_BUCKET, COMPILED_DECODING, use_decoding_attention
 from rlplugs.adapters.trl.sampling_logprobs import RecordedGenerate, truncations, unsupported_warpers
 
+log = logging.getLogger(__name__)
+
 # Two rewards closer than this are "equal": TRL's own zero-std check (torch.isclose) is as strict.
 SPREAD_TOLERANCE = 1e-8
 #: TRL's metrics that are means over the tokens in the loss, one entry a micro-batch
 LOSS_TOKEN_MEANS = ("entropy", "kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean",
                     "cispo_clip_ratio", "vespo/phi_seq_mean")  # fmt: skip
+UNHOOKED_OPTIMIZER = (
+    "filter_zero_spread_groups: an update left with no token in the loss still steps the optimizer, "
+    "which moves the weights along its momentum: the trainer could not hook this optimizer (a DeepSpeed "
+    "config that defines its own); define it in TrainingArguments instead to skip such steps"
+)
 COMPILE_CONFLICT = (
     "compile_generation speeds up plain generate; it does not apply with use_vllm or "
     "use_transformers_continuous_batching: drop one of them"
@@ -173,6 +181,13 @@ def zero_spread_rows(
     return (~has_spread).repeat_interleave(group_size)
 
 
+def loss_mask(batch: dict[str, Any]) -> torch.Tensor:
+    """The tokens of a TRL batch that enter the loss: the completion mask, times the tool mask of
+    multi-turn rollouts (tool output is read, not trained on)."""
+    mask = batch["completion_mask"]
+    return mask if batch.get("tool_mask") is None else mask * batch["tool_mask"]
+
+
 class EnvGRPOTrainer(GRPOTrainer):
     """GRPOTrainer plus an optional zero-spread filter, compiled generation, sampler
     log-probabilities and row access for rollout functions."""
@@ -202,6 +217,8 @@ class EnvGRPOTrainer(GRPOTrainer):
         self.rollout_rows: list[dict[str, Any]] | None = None
         self._zero_spread: torch.Tensor | None = None
         self._tokens_since_step = False  # whether this update's micro-batches put any token in the loss
+        self._skip_hooked: torch.optim.Optimizer | None = None  # the optimizer whose steps skip updates without tokens
+        self._warned_unhooked = False
         for func in self.reward_funcs:
             bind = getattr(func, "bind", None)
             if bind is not None:
@@ -291,19 +308,21 @@ class EnvGRPOTrainer(GRPOTrainer):
         return output
 
     def _compute_loss(self, model, inputs):
-        self._kept_sets = inputs.get("sampling_kept")
+        empty = False
+        if self.filter_zero_spread_groups:
+            empty = not self._tokens_in_loss(inputs)
+            self._tokens_since_step |= self.model.training and not empty
+            if empty and self.model.training and self._skip_hooked is None and not self._warned_unhooked:
+                self._warned_unhooked = True
+                log.warning(UNHOOKED_OPTIMIZER)
         metrics = self._metrics["train" if self.model.training else "eval"]
-        logged = {key: len(metrics[key]) for key in LOSS_TOKEN_MEANS if key in metrics}
+        logged = {key: len(metrics[key]) for key in LOSS_TOKEN_MEANS if key in metrics} if empty else {}
+        self._kept_sets = inputs.get("sampling_kept")
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
             self._kept_sets = None
-        if not self.filter_zero_spread_groups:
-            return loss
-        if self._tokens_in_loss(inputs):
-            self._tokens_since_step |= self.model.training
-            return loss
-        for key in LOSS_TOKEN_MEANS:
+        for key in LOSS_TOKEN_MEANS if empty else ():
             if key in metrics:  # this micro-batch's entries measured no token
                 start = logged.get(key, 0)
                 metrics[key][start:] = [math.nan] * (len(metrics[key]) - start)
@@ -311,8 +330,11 @@ class EnvGRPOTrainer(GRPOTrainer):
 
     def create_optimizer(self, model=None):
         optimizer = super().create_optimizer(model)
-        if self.filter_zero_spread_groups:
-            optimizer.register_step_pre_hook(self._skip_step_without_tokens)
+        # a second train() gets accelerate's wrapper of the first's back: hook the optimizer inside, once
+        inner = getattr(optimizer, "optimizer", optimizer)
+        if self.filter_zero_spread_groups and inner is not self._skip_hooked:
+            inner.register_step_pre_hook(self._skip_step_without_tokens)
+            self._skip_hooked = inner
         return optimizer
 
     def _skip_step_without_tokens(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
@@ -326,8 +348,7 @@ class EnvGRPOTrainer(GRPOTrainer):
 
     def _tokens_in_loss(self, inputs: dict[str, Any]) -> bool:
         """Whether any process's micro-batch has a token in the loss (one collective)."""
-        mask = inputs["completion_mask"] if inputs.get("tool_mask") is None else inputs["completion_mask"] * inputs["tool_mask"]
-        return self.accelerator.reduce(mask.sum().float(), reduction="sum").item() > 0
+        return self.accelerator.reduce(loss_mask(inputs).sum().float(), reduction="sum").item() > 0
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args: Any, **kwargs: Any):
         """TRL's, with each completion token rescored over its kept set while :attr:`_kept_sets` holds
@@ -355,7 +376,7 @@ class EnvGRPOTrainer(GRPOTrainer):
         old, sampled = output.get("old_per_token_logps"), output.get("sampling_per_token_logps")
         if old is None or sampled is None:
             return
-        mask = output["completion_mask"] if output.get("tool_mask") is None else output["completion_mask"] * output["tool_mask"]
+        mask = loss_mask(output)
         gap = (old - sampled).abs() * mask
         per_process = self.accelerator.gather(torch.stack([gap.sum(), mask.sum().to(gap.dtype), gap.max()]).unsqueeze(0))
         total, count, top = per_process[:, 0].sum(), per_process[:, 1].sum(), per_process[:, 2].max()  # one collective
@@ -391,10 +412,8 @@ class EnvGRPOTrainer(GRPOTrainer):
         start = self.accelerator.process_index * mask.size(0)
         keep = (~global_rows[start : start + mask.size(0)]).to(mask.device, mask.dtype).unsqueeze(1)
         output["completion_mask"] = mask * keep
-        loss_mask = output["completion_mask"]
         if output.get("tool_mask") is not None:
             output["tool_mask"] = output["tool_mask"] * keep
-            loss_mask = loss_mask * output["tool_mask"]
-        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask(output).sum()).sum()
         self._metrics["train"]["zero_spread/filtered_frac"].append(global_rows.float().mean().item())
         return output
