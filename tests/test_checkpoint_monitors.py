@@ -135,3 +135,37 @@ def test_entropy_guard_tells_the_logged_runs_that_broke_from_those_that_did_not(
             break
     assert (state.global_step if control.should_training_stop else None) == stopped_at
     assert [h["step"] for h in state.log_history] == ([stopped_at] if stopped_at else [])
+
+
+def test_no_spread_stop_ends_a_run_whose_batches_all_score_alike_and_records_why(tiny_qwen35, tmp_path, caplog):
+    """Every reward is 0, so no group of any batch has spread: the run stops at the second batch."""
+    fixups = {"no-spread-stop": {}, "segments": {}}
+    with caplog.at_level(logging.WARNING, logger="rlplugs.builtins.checkpoint.spread"):
+        trainer, callbacks = _grpo(tiny_qwen35, tmp_path, fixups=fixups, max_steps=5)
+    stop = callbacks["no-spread-stop"]
+    assert trainer.state.global_step == 2 and stop.without_spread == [1, 2]
+    assert "drawn at steps 1, 2 (frac_reward_zero_std 1.0)" in stop.tripped
+    assert [r.message for r in caplog.records] == [f"no-spread-stop stopped training: {stop.tripped}"]
+    (segment,) = SegmentLog(tmp_path).segments
+    assert segment.end_step == 2 and segment.end_reason == f"stopped: no-spread-stop: {stop.tripped}"
+
+
+@pytest.mark.parametrize(("batches", "stopped_at"), [
+    ({1: 0.0, 5: 0.3125, 9: 1.0, 13: 1.0, 17: 1.0}, 13),  # session 36's seed 2 at top_p 0.9: one program, 12 idle updates
+    ({1: 0.0, 5: 1.0}, None),  # session 35's seed 3: one batch without spread, then the run's last update
+    ({1: 0.0, 5: 0.5625, 9: 0.625, 13: 0.0, 17: 0.96875}, None),  # session 23's: spread came back
+    ({1: 1.0, 5: 0.25, 9: 1.0}, None),  # not in a row
+])  # fmt: skip
+def test_no_spread_stop_counts_only_batches_in_a_row(batches, stopped_at):
+    """Logged runs replayed update by update: the share appears only at the steps that drew a batch."""
+    from transformers import TrainerControl, TrainerState
+
+    stop = get_registry().get("checkpoint_fixup", "no-spread-stop").build().trainer_callback(None)
+    state, control = TrainerState(), TrainerControl()
+    for step in range(1, 21):
+        state.global_step = step
+        logs = {"loss": 0.0, "frac_reward_zero_std": batches[step]} if step in batches else {"loss": 0.0}
+        stop.on_log(None, state, control, logs=logs)
+        if control.should_training_stop:
+            break
+    assert (state.global_step if control.should_training_stop else None) == stopped_at

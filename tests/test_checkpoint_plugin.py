@@ -8,7 +8,9 @@ import pytest
 
 from rlplugs.registry import UnknownOptionError, get_registry
 
-CALLBACK_FIXUPS = ["bf16-noop-guard", "entropy-guard", "fix-dtype", "fresh-optimizer-resume", "segments", "truncation-monitor"]
+CALLBACK_FIXUPS = [
+    "bf16-noop-guard", "entropy-guard", "fix-dtype", "fresh-optimizer-resume", "no-spread-stop", "segments", "truncation-monitor",
+]  # fmt: skip
 
 
 def test_every_fixup_is_registered_by_the_checkpoint_plugin():

@@ -52,6 +52,11 @@ class EntropyGuardConfig(StrictConfig):
     metric: str = Field("entropy", description="logged metric holding the policy's mean token entropy")
 
 
+class NoSpreadConfig(StrictConfig):
+    batches: int = Field(2, ge=1, description="stop after this many generation batches in a row without spread")
+    metric: str = Field("frac_reward_zero_std", description="logged share of a batch's groups without spread")
+
+
 class TruncationConfig(StrictConfig):
     threshold: float = Field(0.1, ge=0, le=1, description="warn when the clipped share rises above this")
     metric: str = Field("completions/clipped_ratio", description="logged metric holding the clipped share")
@@ -66,6 +71,8 @@ SUMMARIES = {
     "bf16-noop-guard": "stop a run whose optimizer updates round away in bf16",
     "entropy-guard": f"stop a GRPO run whose policy entropy on its completions rises past "
     f"{EntropyGuardConfig.model_fields['ratio'].default:g}x its first step's",
+    "no-spread-stop": f"stop a GRPO run after {NoSpreadConfig.model_fields['batches'].default} generation batches "
+    "in a row in which no group had reward spread",
     "truncation-monitor": "per-env share of completions clipped at the limit, warned above a threshold",
 }
 
@@ -121,6 +128,15 @@ def _entropy_guard(cfg: EntropyGuardConfig) -> Fixup:
     return Fixup("entropy-guard", SUMMARIES["entropy-guard"], make)
 
 
+def _no_spread_stop(cfg: NoSpreadConfig) -> Fixup:
+    def make(training_args, env_spec):
+        from rlplugs.builtins.checkpoint.spread import NoSpreadStop
+
+        return NoSpreadStop(cfg.batches, cfg.metric)
+
+    return Fixup("no-spread-stop", SUMMARIES["no-spread-stop"], make)
+
+
 def _truncation_monitor(cfg: TruncationConfig) -> Fixup:
     def make(training_args, env_spec):
         from rlplugs.builtins.checkpoint.truncation import TruncationMonitor
@@ -137,6 +153,7 @@ _FACTORIES: dict[str, tuple[Callable[..., Fixup], type | None]] = {
     "segments": (_segments, None),
     "bf16-noop-guard": (_noop_guard, NoOpGuardConfig),
     "entropy-guard": (_entropy_guard, EntropyGuardConfig),
+    "no-spread-stop": (_no_spread_stop, NoSpreadConfig),
     "truncation-monitor": (_truncation_monitor, TruncationConfig),
 }
 
