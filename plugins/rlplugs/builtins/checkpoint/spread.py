@@ -3,9 +3,9 @@
 Why: GRPO learns from the spread of rewards inside each group. When every group of a generation
 batch scores alike, every advantage is 0 and the update learns nothing from the rewards (with
 ``filter_zero_spread_groups`` the trainer leaves every row out and skips its optimizer step); an
-unchanged policy then draws the next batch from the same distribution. Session 36's factorio-build run (SmolLM2-135M,
-top_p 0.9, ``benchmarks/results/factorio_repro_topp09_seed2.json``) drew one program 512 times in
-each of its last three batches: 12 of its 20 updates learned nothing and took 284 of its 568 s.
+unchanged policy then draws the next batch from the same distribution. Session 36's
+factorio-build run (SmolLM2-135M, top_p 0.9, ``benchmarks/results/factorio_repro_topp09_seed2.json``)
+drew one program 512 times in each of its last three batches: 12 of its 20 updates learned nothing and took 284 of its 568 s.
 One such batch is not taken as proof: the next is drawn with new random numbers and may differ.
 
 The stop reads TRL's ``frac_reward_zero_std`` (the share of a generation batch's groups without
