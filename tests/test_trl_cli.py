@@ -133,6 +133,23 @@ def test_a_run_the_entropy_guard_stops_keeps_its_step_log_and_why(tmp_path, tiny
     assert segment["end_step"] == len(rates) and segment["end_reason"] == f"stopped: {stop}"
 
 
+def test_trl_grpo_no_spread_stop_ends_the_run_and_says_why(tmp_path, tiny_qwen35, plugin_env):
+    """``trl grpo --fixups no-spread-stop``: letters-test's rewards do vary, so the stop is pointed at
+    a share that is 1.0 at every batch here (the random model never ends a completion, so every one
+    is clipped); it ends the run at the second batch and the reason lands in the trainer state."""
+    out = tmp_path / "out"
+    proc = trl(
+        "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "5",
+        "--save_strategy", "no", "--output_dir", str(out), "--fixups", "no-spread-stop",
+        "--fixup_args", '{"no-spread-stop": {"metric": "completions/clipped_ratio"}}', *TINY_RUN, env=plugin_env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    state = json.loads((out / "trainer_state.json").read_text())
+    (stop,) = [h["rlplugs/stop_reason"] for h in state["log_history"] if "rlplugs/stop_reason" in h]
+    assert state["global_step"] == 2 and stop.startswith("no-spread-stop: no group had reward spread")
+    assert "drawn at steps 1, 2 (completions/clipped_ratio 1.0)" in stop
+
+
 @pytest.mark.parametrize(("command", "ours", "stock"), [
     ("grpo", "--filter_zero_spread_groups", "--reward_funcs"),
     ("sft", "--sft_dataset", "--packing"),
