@@ -322,10 +322,11 @@ class EnvGRPOTrainer(GRPOTrainer):
             loss = super()._compute_loss(model, inputs)
         finally:
             self._kept_sets = None
-        for key in LOSS_TOKEN_MEANS if empty else ():
-            if key in metrics:  # this micro-batch's entries measured no token
-                start = logged.get(key, 0)
-                metrics[key][start:] = [math.nan] * (len(metrics[key]) - start)
+        if empty:  # this micro-batch's entries of TRL's token means measured no token
+            for key in LOSS_TOKEN_MEANS:
+                if key in metrics:  # a key may be new since the snapshot: all its entries are this micro-batch's
+                    start = logged.get(key, 0)
+                    metrics[key][start:] = [math.nan] * (len(metrics[key]) - start)
         return loss
 
     def create_optimizer(self, model=None):

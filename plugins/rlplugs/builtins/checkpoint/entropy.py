@@ -28,7 +28,7 @@ from statistics import fmean
 
 from transformers import TrainerCallback
 
-from rlplugs.builtins.checkpoint.segments import STOP_REASON_KEY
+from rlplugs.builtins.checkpoint.segments import stop_training
 
 log = logging.getLogger(__name__)
 
@@ -64,5 +64,4 @@ class EntropyGuard(TrainerCallback):
             "with a lower learning rate, or raise the guard's ratio if the rise is expected."
         )
         log.error("entropy-guard stopped training: %s", self.tripped)
-        state.log_history.append({"step": step, STOP_REASON_KEY: f"entropy-guard: {self.tripped}"})
-        control.should_training_stop = True
+        stop_training(state, control, "entropy-guard", self.tripped)

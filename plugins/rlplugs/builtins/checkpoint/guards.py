@@ -19,7 +19,7 @@ import logging
 import torch
 from transformers import TrainerCallback
 
-from rlplugs.builtins.checkpoint.segments import STOP_REASON_KEY
+from rlplugs.builtins.checkpoint.segments import stop_training
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,7 @@ class NoOpUpdateGuard(TrainerCallback):
             "--dtype float32, and let --bf16 autocast the compute), or use a learning rate well above that spacing."
         )
         log.error("bf16-noop-guard stopped training: %s", self.tripped)
-        state.log_history.append({"step": state.global_step, STOP_REASON_KEY: f"bf16-noop-guard: {self.tripped}"})
-        control.should_training_stop = True
+        stop_training(state, control, "bf16-noop-guard", self.tripped)
 
 
 def _typical_spacing(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> float:

@@ -30,6 +30,13 @@ STOP_REASON_KEY = "rlplugs/stop_reason"
 GUARD_STOP = "stopped: "
 
 
+def stop_training(state, control, guard: str, reason: str) -> None:
+    """End the run from a guard's callback, its reason left in ``state.log_history``: where the
+    segment log and the trainer state saved beside the model find it."""
+    state.log_history.append({"step": state.global_step, STOP_REASON_KEY: f"{guard}: {reason}"})
+    control.should_training_stop = True
+
+
 @dataclass
 class Segment:
     start_step: int

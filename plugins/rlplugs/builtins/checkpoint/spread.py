@@ -20,7 +20,7 @@ import logging
 
 from transformers import TrainerCallback
 
-from rlplugs.builtins.checkpoint.segments import STOP_REASON_KEY
+from rlplugs.builtins.checkpoint.segments import stop_training
 
 log = logging.getLogger(__name__)
 
@@ -51,5 +51,4 @@ class NoSpreadStop(TrainerCallback):
             "to go on, sample more widely (temperature, top_p) or train on rows the policy does not yet solve."
         )
         log.warning("no-spread-stop stopped training: %s", self.tripped)
-        state.log_history.append({"step": state.global_step, STOP_REASON_KEY: f"no-spread-stop: {self.tripped}"})
-        control.should_training_stop = True
+        stop_training(state, control, "no-spread-stop", self.tripped)
