@@ -35,9 +35,11 @@ UPDATE_KEYS = ("step", "entropy", "grad_norm", "learning_rate", "off_policy_mask
 
 def update(logged: dict) -> dict:
     """One optimizer step's row. An update that trained on no token (every group left out by the
-    zero-spread filter: gradient norm 0) has no entropy; trainers before session 35 logged 0.0."""
+    zero-spread filter: gradient norm 0) has no entropy; trainers before session 35 logged 0.0 for
+    it, which would plot as a collapse. Gradient norm 0 with a measured entropy (the filter off and
+    every advantage 0) keeps it."""
     row = {k: logged.get(k) for k in UPDATE_KEYS}
-    if row["grad_norm"] == 0.0:
+    if row["grad_norm"] == 0.0 and row["entropy"] == 0.0:
         row["entropy"] = None
     return row
 

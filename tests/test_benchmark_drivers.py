@@ -308,6 +308,7 @@ def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchm
 
     updates = [{"step": k, "entropy": 0.03 * k, "grad_norm": 0.1, "learning_rate": 2e-5} for k in (1, 2, 3)]
     updates.append({"step": 4, "entropy": 0.0, "grad_norm": 0.0, "learning_rate": 2e-5})  # no token trained (older logs)
+    updates.append({"step": 5, "entropy": 0.02, "grad_norm": 0.0, "learning_rate": 2e-5})  # every advantage 0, filter off
     curve = [{"step": 1, "reward": 0.7, "completions/clipped_ratio": 0.25}, {"step": 3, "reward": 0.2}]
     run = tmp_path / "run.json"
     run.write_text(json.dumps({"updates": {"grpo93": updates}, "curves": {"grpo93": curve}}))
@@ -318,8 +319,8 @@ def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchm
     table = json.loads((tmp_path / "cmp.json").read_text())["table"]
     assert list(table) == ["a", "b", "m"] and table["a"] == table["b"] and (tmp_path / "cmp.png").exists()
     assert [u["entropy"] for u in table["a"]["updates"]] == [0.03, 0.06]  # the first 2 updates
-    main([f"{run}=a", "--steps", "4", "--out", str(tmp_path / "all")])
-    assert [u["entropy"] for u in json.loads((tmp_path / "all.json").read_text())["table"]["a"]["updates"]] == [0.03, 0.06, 0.09, None]
+    main([f"{run}=a", "--steps", "5", "--out", str(tmp_path / "all")])
+    assert [u["entropy"] for u in json.loads((tmp_path / "all.json").read_text())["table"]["a"]["updates"]] == [0.03, 0.06, 0.09, None, 0.02]
     dropped = {label: [u["off_policy_mask/dropped_of_negative"] for u in run["updates"]] for label, run in table.items()}
     assert dropped == {"a": [None, None], "b": [None, None], "m": [0.6, 0.7]}
     assert table["a"]["batches"] == [{"step": 1, "reward": 0.7, "at_cap": 0.25, "zero_spread_filtered": None}]
