@@ -137,17 +137,21 @@ def test_entropy_guard_tells_the_logged_runs_that_broke_from_those_that_did_not(
     assert [h["step"] for h in state.log_history] == ([stopped_at] if stopped_at else [])
 
 
-def test_no_spread_stop_ends_a_run_whose_batches_all_score_alike_and_records_why(tiny_qwen35, tmp_path, caplog):
-    """Every reward is 0, so no group of any batch has spread: the run stops at the second batch."""
+@pytest.mark.parametrize(("logging_steps", "entries"), [(1, [1, 2]), (2, [2, 4])])
+def test_no_spread_stop_ends_a_run_whose_batches_all_score_alike_and_records_why(tiny_qwen35, tmp_path, caplog, logging_steps, entries):
+    """Every reward is 0, so no group of any batch has spread: the run stops at the second log
+    entry. Logged every step, that is the second batch; logged every second step, each entry
+    averages two batches and the stop comes at the fourth, later and never earlier."""
     fixups = {"no-spread-stop": {}, "segments": {}}
     with caplog.at_level(logging.WARNING, logger="rlplugs.builtins.checkpoint.spread"):
-        trainer, callbacks = _grpo(tiny_qwen35, tmp_path, fixups=fixups, max_steps=5)
+        trainer, callbacks = _grpo(tiny_qwen35, tmp_path, fixups=fixups, max_steps=8, logging_steps=logging_steps)
     stop = callbacks["no-spread-stop"]
-    assert trainer.state.global_step == 2 and stop.without_spread == [1, 2]
-    assert "drawn at steps 1, 2 (frac_reward_zero_std 1.0)" in stop.tripped
-    assert [r.message for r in caplog.records] == [f"no-spread-stop stopped training: {stop.tripped}"]
+    assert trainer.state.global_step == entries[-1] and stop.without_spread == entries
+    assert f"drawn at steps {entries[0]}, {entries[1]} (frac_reward_zero_std 1.0)" in stop.tripped
+    warned = [r.message for r in caplog.records if r.name == "rlplugs.builtins.checkpoint.spread"]
+    assert warned == [f"no-spread-stop stopped training: {stop.tripped}"]
     (segment,) = SegmentLog(tmp_path).segments
-    assert segment.end_step == 2 and segment.end_reason == f"stopped: no-spread-stop: {stop.tripped}"
+    assert segment.end_step == entries[-1] and segment.end_reason == f"stopped: no-spread-stop: {stop.tripped}"
 
 
 @pytest.mark.parametrize(("batches", "stopped_at"), [
