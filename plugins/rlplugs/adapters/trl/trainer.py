@@ -348,7 +348,9 @@ class EnvGRPOTrainer(GRPOTrainer):
                     param.grad = None
 
     def _tokens_in_loss(self, inputs: dict[str, Any]) -> bool:
-        """Whether any process's micro-batch has a token in the loss (one collective)."""
+        """Whether any process's micro-batch has a token in the loss: one collective and one host
+        sync per micro-batch, of the kind TRL 1.16's own ``_compute_loss`` makes up to six times
+        for its metrics (gather, then ``.item()``); its cost on a GPU is not measured apart."""
         return self.accelerator.reduce(loss_mask(inputs).sum().float(), reduction="sum").item() > 0
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args: Any, **kwargs: Any):
