@@ -147,7 +147,7 @@ def test_no_spread_stop_ends_a_run_whose_batches_all_score_alike_and_records_why
         trainer, callbacks = _grpo(tiny_qwen35, tmp_path, fixups=fixups, max_steps=8, logging_steps=logging_steps)
     stop = callbacks["no-spread-stop"]
     assert trainer.state.global_step == entries[-1] and stop.without_spread == entries
-    assert f"drawn at steps {entries[0]}, {entries[1]} (frac_reward_zero_std 1.0)" in stop.tripped
+    assert f"logged at steps {entries[0]}, {entries[1]} (frac_reward_zero_std 1.0 in 2 log entries in a row)" in stop.tripped
     warned = [r.message for r in caplog.records if r.name == "rlplugs.builtins.checkpoint.spread"]
     assert warned == [f"no-spread-stop stopped training: {stop.tripped}"]
     (segment,) = SegmentLog(tmp_path).segments

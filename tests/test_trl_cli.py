@@ -147,7 +147,7 @@ def test_trl_grpo_no_spread_stop_ends_the_run_and_says_why(tmp_path, tiny_qwen35
     state = json.loads((out / "trainer_state.json").read_text())
     (stop,) = [h["rlplugs/stop_reason"] for h in state["log_history"] if "rlplugs/stop_reason" in h]
     assert state["global_step"] == 2 and stop.startswith("no-spread-stop: no group had reward spread")
-    assert "drawn at steps 1, 2 (completions/clipped_ratio 1.0)" in stop
+    assert "logged at steps 1, 2 (completions/clipped_ratio 1.0 in 2 log entries in a row)" in stop
 
 
 @pytest.mark.parametrize(("command", "ours", "stock"), [

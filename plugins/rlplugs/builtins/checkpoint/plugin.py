@@ -53,7 +53,7 @@ class EntropyGuardConfig(StrictConfig):
 
 
 class NoSpreadConfig(StrictConfig):
-    batches: int = Field(2, ge=1, description="stop after this many generation batches in a row without spread")
+    batches: int = Field(2, ge=1, description="stop after this many log entries in a row without spread (one batch each at logging_steps 1)")
     metric: str = Field("frac_reward_zero_std", description="logged share of a batch's groups without spread")
 
 

@@ -46,9 +46,10 @@ class NoSpreadStop(TrainerCallback):
             return
         steps = ", ".join(map(str, self.without_spread))
         self.tripped = (
-            f"no group had reward spread in the {self.batches} generation batches drawn at steps {steps} "
-            f"({self.metric} 1.0): every advantage is 0, so the updates learn nothing from the rewards. Training stopped; "
-            "to go on, sample more widely (temperature, top_p) or train on rows the policy does not yet solve."
+            f"no group had reward spread in the generation batches logged at steps {steps} "
+            f"({self.metric} 1.0 in {self.batches} log entries in a row): every advantage is 0, so the updates "
+            "learn nothing from the rewards. Training stopped; to go on, sample more widely (temperature, "
+            "top_p) or train on rows the policy does not yet solve."
         )
         log.warning("no-spread-stop stopped training: %s", self.tripped)
         stop_training(state, control, "no-spread-stop", self.tripped)
