@@ -3,7 +3,9 @@
 The 2-process test runs this file as an accelerate worker (two CPU ranks over gloo), with a
 global batch of 12 rows in groups of 4 and 6 rows per rank, so the middle group is split between
 the ranks: a filter that looked only at local rewards would get that group wrong, and so would a
-group reward component that scored only the local half.
+group reward component that scored only the local half. The same workers then train two updates
+on generation batches that lose all their tokens to the filter, where the forward and backward
+passes are skipped only where no process needs them to synchronise gradients.
 """
 
 from __future__ import annotations
@@ -68,13 +70,21 @@ def test_filter_over_two_gloo_ranks_masks_whole_groups_and_renormalises(tmp_path
         assert r0["members_seen"] == r1["members_seen"] == [4.0] * 12
     # and in the real training loop over gloo: one of the three groups has constant rewards
     assert ranks[0]["train_filtered_frac"] == pytest.approx(1 / 3)
+    # an update whose last micro-batch has no token still synchronises the gradients (the ranks'
+    # weights agree); an update with none anywhere runs no forward on either rank
+    s0, s1 = ranks[0]["skipped"], ranks[1]["skipped"]
+    assert s0["forwards"] == s1["forwards"] == [1, 1] and s0["moved"] > 0 and s0["checksum"] == s1["checksum"]
 
 
-def test_update_with_every_group_filtered_neither_logs_token_means_nor_moves_weights(tmp_path, tiny_qwen35):
-    """The first update has spread; the second's every group lacks it and trains on no token. Its
-    token means (entropy, clip ratios) are unmeasured (None in the log), not 0.0, which read as a
-    collapsed policy in session 35's factorio-build curves and would set an entropy guard's level
-    to 0; and it leaves the weights alone, where AdamW would still move them along its momentum."""
+def test_micro_batches_without_tokens_log_no_token_means_and_an_update_without_any_moves_no_weight(tmp_path, tiny_qwen35):
+    """One generation batch a micro-batch (``steps_per_generation`` 1, two micro-batches an
+    update), and only the first batch has spread. Update 1's second micro-batch has no token in
+    the loss, yet runs its forward and backward: that backward is the one that synchronises the
+    first micro-batch's gradients across processes. Its token means (entropy, clip ratios) are
+    unmeasured (NaN), not 0.0, which read as a collapsed policy in session 35's factorio-build
+    curves and would set an entropy guard's level to 0. Update 2 has no token anywhere: no forward
+    or backward runs, its token means are None in the log, and its optimizer step is skipped,
+    where AdamW would still move every weight along its momentum."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig
@@ -87,26 +97,38 @@ def test_update_with_every_group_filtered_neither_logs_token_means_nor_moves_wei
         batches.append(len(completions))
         return [float(i % 2) if len(batches) == 1 else 1.0 for i in range(len(completions))]
 
-    weights = {}
+    weights, entropies, forwards = {}, {}, []
 
     class Snapshot(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **_):
             weights[state.global_step] = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+            # the micro-batches' entries, read before the log averages and clears them
+            entropies[state.global_step] = list(trainer._metrics["train"].get("entropy", []))
 
         on_train_begin = on_step_end  # step 0: the start
 
     prompt = [{"role": "user", "content": "Say something."}]
     args = GRPOConfig(
         output_dir=str(tmp_path), use_cpu=True, bf16=False, gradient_checkpointing=False, per_device_train_batch_size=4,
-        gradient_accumulation_steps=2, num_generations=4, max_completion_length=8, max_steps=2, learning_rate=1e-3,
-        report_to="none", save_strategy="no", logging_steps=1, chat_template_kwargs={"enable_thinking": False},
+        gradient_accumulation_steps=2, steps_per_generation=1, num_generations=4, max_completion_length=8,
+        max_steps=2, learning_rate=1e-3, report_to="none", save_strategy="no", logging_steps=1,
+        chat_template_kwargs={"enable_thinking": False},
     )  # fmt: skip
     train = Dataset.from_list([{"prompt": prompt}] * 4)
     trainer = EnvGRPOTrainer(model=str(tiny_qwen35), reward_funcs=[spread_once], args=args, train_dataset=train,
                              filter_zero_spread_groups=True, callbacks=[Snapshot()])  # fmt: skip
+
+    def count_forward(*_):  # the update a forward with gradients belongs to (generation runs without)
+        if torch.is_grad_enabled():
+            forwards.append(trainer.state.global_step + 1)
+
+    trainer.model.register_forward_hook(count_forward)
     trainer.train()
+    assert batches == [4, 4, 4, 4] and forwards == [1, 1]  # update 2 ran no forward with gradients
+    (first_measured, first_empty), second = entropies[1], entropies[2]
+    assert first_measured > 0 and math.isnan(first_empty) and len(second) == 2 and all(map(math.isnan, second))
     first, second = (h for h in trainer.state.log_history if "entropy" in h)
-    assert len(batches) == 2 and first["zero_spread/filtered_frac"] == 0.0 and first["entropy"] > 0
+    assert first["zero_spread/filtered_frac"] == 0.5 and first["entropy"] == pytest.approx(first_measured)
     assert second["zero_spread/filtered_frac"] == 1.0 and second["grad_norm"] == 0.0
     assert second["entropy"] is None and second["clip_ratio/region_mean"] is None
     assert not torch.equal(weights[1], weights[0]) and torch.equal(weights[2], weights[1])
@@ -182,7 +204,44 @@ def _worker(out_dir: str, model_dir: str) -> None:
     result["train_filtered_frac"] = next(
         h["zero_spread/filtered_frac"] for h in trainer.state.log_history if "zero_spread/filtered_frac" in h
     )
+    result["skipped"] = _skip_over_ranks(out_dir, model_dir)
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def _skip_over_ranks(out_dir: str, model_dir: str) -> dict:
+    """Two updates of two micro-batches, one generation batch (one group across both ranks) each;
+    only the first batch has spread. Update 1's second micro-batch has no token but must run its
+    backward, which all-reduces the first's gradients; update 2 runs no forward on either rank."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
+
+    calls, forwards = [], []
+
+    def spread_once(completions, **_):
+        calls.append(1)
+        return [float(i % 2) if len(calls) == 1 else 1.0 for i in range(len(completions))]
+
+    args = GRPOConfig(
+        output_dir=str(Path(out_dir, "skip")), use_cpu=True, bf16=False, gradient_checkpointing=False,
+        per_device_train_batch_size=2, gradient_accumulation_steps=2, steps_per_generation=1, num_generations=4,
+        max_completion_length=8, max_steps=2, learning_rate=0.1, report_to="none", save_strategy="no", logging_steps=1,
+        chat_template_kwargs={"enable_thinking": False},
+    )  # fmt: skip
+    train = Dataset.from_list([{"prompt": [{"role": "user", "content": f"Say {i}."}]} for i in range(4)])
+    trainer = EnvGRPOTrainer(model=model_dir, reward_funcs=[spread_once], args=args, train_dataset=train,
+                             filter_zero_spread_groups=True)  # fmt: skip
+
+    def count_forward(*_):
+        if torch.is_grad_enabled():
+            forwards.append(trainer.state.global_step + 1)
+
+    trainer.model.register_forward_hook(count_forward)
+    start = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
+    trainer.train()
+    end = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    return {"forwards": forwards, "moved": float((end - start).abs().max()), "checksum": float(end.double().sum())}
 
 
 if __name__ == "__main__":

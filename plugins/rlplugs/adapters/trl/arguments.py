@@ -92,7 +92,7 @@ class EnvGRPOScriptArguments(GRPOScriptArguments, EnvArguments):
         metadata={
             "help": "Leave groups whose rewards have no spread (all completions equal) out of the loss and its "
             "token normalisation; they carry no gradient but would dilute the others. An update left with no "
-            "group skips its optimizer step."
+            "group skips its optimizer step, and a generation batch with none skips its forward and backward passes."
         },
     )
     compile_generation: bool = field(
