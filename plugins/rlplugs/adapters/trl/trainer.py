@@ -18,7 +18,8 @@
    momentum (the tiny Qwen3.5 on the CPU after one real update: the largest weight change 0.45,
    then 0.17 times the learning rate). A generation batch with no token in any process's loss
    skips its micro-batches' forward and backward too (session 36's factorio-build run spent about
-   6 s an update on 12 such updates).
+   6 s an update on 12 such updates), except where a backward must synchronise the gradients of
+   an earlier micro-batch of the same update.
 
 2. **No reward from metrics alone.** TRL leaves a completion out of the group baseline (advantage 0)
    only when *every* reward function returned ``None``; a completion whose weighted components
