@@ -134,9 +134,16 @@ def test_micro_batches_without_tokens_log_no_token_means_and_an_update_without_a
     assert not torch.equal(weights[1], weights[0]) and torch.equal(weights[2], weights[1])
     # a second train() asks for the optimizer again and gets accelerate's wrapper: hooking that
     # failed, and a second hook on the optimizer inside would find the first one's "no token since
-    # the last step" and throw away an update that had tokens
+    # the last step" and throw away an update that had tokens: a step after tokens still moves
     assert trainer.create_optimizer() is trainer.optimizer
-    assert len(trainer.optimizer.optimizer._optimizer_step_pre_hooks) == 1
+    param = next(p for p in trainer.model.parameters() if p.requires_grad)
+    before = param.detach().clone()
+    param.grad = torch.ones_like(param)
+    trainer._tokens_since_step = True  # as after a micro-batch with tokens
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = 1e-3  # the schedule ended at 0
+    trainer.optimizer.step()
+    assert not torch.equal(param.detach(), before)
 
 
 def _worker(out_dir: str, model_dir: str) -> None:
