@@ -23,6 +23,28 @@ from rlplugs.adapters.trl.trainer import zero_spread_rows
 
 NAN = float("nan")
 
+
+def _spread_in_first_batch_only(calls: list):
+    """A reward with spread in the first generation batch it scores and none after."""
+
+    def spread_once(completions, **_):
+        calls.append(len(completions))
+        return [float(i % 2) if len(calls) == 1 else 1.0 for i in range(len(completions))]
+
+    return spread_once
+
+
+def _count_grad_forwards(trainer) -> list[int]:
+    """The update each forward pass with gradients belongs to (generation runs without)."""
+    forwards: list[int] = []
+
+    def count_forward(*_):
+        if torch.is_grad_enabled():
+            forwards.append(trainer.state.global_step + 1)
+
+    trainer.model.register_forward_hook(count_forward)
+    return forwards
+
 # Global rewards (the ``k`` column) of the 12 rows; rank 0 holds rows 0-5, rank 1 rows 6-11.
 CASES = {
     # group 1 (rows 4-7) is constant on each rank (1,1 | 0,0) but has spread as a whole
@@ -92,12 +114,7 @@ def test_micro_batches_without_tokens_log_no_token_means_and_an_update_without_a
     from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
     batches = []
-
-    def spread_once(completions, **_):
-        batches.append(len(completions))
-        return [float(i % 2) if len(batches) == 1 else 1.0 for i in range(len(completions))]
-
-    weights, entropies, forwards = {}, {}, []
+    weights, entropies = {}, {}
 
     class Snapshot(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **_):
@@ -115,14 +132,9 @@ def test_micro_batches_without_tokens_log_no_token_means_and_an_update_without_a
         chat_template_kwargs={"enable_thinking": False},
     )  # fmt: skip
     train = Dataset.from_list([{"prompt": prompt}] * 4)
-    trainer = EnvGRPOTrainer(model=str(tiny_qwen35), reward_funcs=[spread_once], args=args, train_dataset=train,
-                             filter_zero_spread_groups=True, callbacks=[Snapshot()])  # fmt: skip
-
-    def count_forward(*_):  # the update a forward with gradients belongs to (generation runs without)
-        if torch.is_grad_enabled():
-            forwards.append(trainer.state.global_step + 1)
-
-    trainer.model.register_forward_hook(count_forward)
+    trainer = EnvGRPOTrainer(model=str(tiny_qwen35), reward_funcs=[_spread_in_first_batch_only(batches)], args=args,
+                             train_dataset=train, filter_zero_spread_groups=True, callbacks=[Snapshot()])  # fmt: skip
+    forwards = _count_grad_forwards(trainer)
     trainer.train()
     assert batches == [4, 4, 4, 4] and forwards == [1, 1]  # update 2 ran no forward with gradients
     (first_measured, first_empty), second = entropies[1], entropies[2]
@@ -224,12 +236,6 @@ def _skip_over_ranks(out_dir: str, model_dir: str) -> dict:
 
     from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
-    calls, forwards = [], []
-
-    def spread_once(completions, **_):
-        calls.append(1)
-        return [float(i % 2) if len(calls) == 1 else 1.0 for i in range(len(completions))]
-
     args = GRPOConfig(
         output_dir=str(Path(out_dir, "skip")), use_cpu=True, bf16=False, gradient_checkpointing=False,
         per_device_train_batch_size=2, gradient_accumulation_steps=2, steps_per_generation=1, num_generations=4,
@@ -237,14 +243,9 @@ def _skip_over_ranks(out_dir: str, model_dir: str) -> dict:
         chat_template_kwargs={"enable_thinking": False},
     )  # fmt: skip
     train = Dataset.from_list([{"prompt": [{"role": "user", "content": f"Say {i}."}]} for i in range(4)])
-    trainer = EnvGRPOTrainer(model=model_dir, reward_funcs=[spread_once], args=args, train_dataset=train,
-                             filter_zero_spread_groups=True)  # fmt: skip
-
-    def count_forward(*_):
-        if torch.is_grad_enabled():
-            forwards.append(trainer.state.global_step + 1)
-
-    trainer.model.register_forward_hook(count_forward)
+    trainer = EnvGRPOTrainer(model=model_dir, reward_funcs=[_spread_in_first_batch_only([])], args=args,
+                             train_dataset=train, filter_zero_spread_groups=True)  # fmt: skip
+    forwards = _count_grad_forwards(trainer)
     start = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
     trainer.train()
     end = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
