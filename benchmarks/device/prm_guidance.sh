@@ -3,10 +3,10 @@
 # best-of-N random / outcome / PRM vs beam), detached (benchmarks/device/detached.sh): every call
 # waits up to WAIT_S seconds, then brings back the result, its log and the SFT log under $OUT.
 # Call again (nothing to carry) to keep waiting.
-# The SmolLM2 GGUF travels in four parts over two calls (benchmarks/device/setup.sh joins them;
-# benchmarks/README.md has the commands that cut them):
-#   call 1: carry .whl .smol1 .smol3 .smol4, run `bash benchmarks/device/setup.sh`
-#   call 2: carry .smol2, run `bash benchmarks/device/prm_guidance.sh` (ARGS replace the defaults below)
+# The SmolLM2 GGUF travels in four parts over three calls (benchmarks/device/split_gguf.sh cuts them
+# here, benchmarks/device/setup.sh joins them there):
+#   calls 1 and 2: carry .whl .smol1, then .smol3 .smol4, run `bash benchmarks/device/setup.sh`
+#   call 3: carry .smol2, run `bash benchmarks/device/prm_guidance.sh` (ARGS replace the defaults below)
 if [ $# -eq 0 ]; then  # the run, sized for about 10 device minutes (see benchmarks/README.md)
     set -- --device cuda --sft-first 16 --sft-epochs 2 --label-episodes 24 --candidates 2 --k 2 --episodes 96 \
         --modes greedy,best_of_n_random,best_of_n_prm,beam_prm --n 4 --beam-width 2 --iterations 2 \
