@@ -182,6 +182,7 @@ def grpo_args(a, model: str, out: Path, steps: int, tokens: int) -> list[str]:
 
 UNRECORDED = ("stages", "out", "workers", "collect", "result")  # driver flags that say nothing about a stage's training
 UPDATE_KEYS = ("step", "loss", "grad_norm", "entropy", "clip_ratio/region_mean", "learning_rate",  # every optimizer step
+               "step_time",  # its wall seconds (a generation batch's first step: with the generation and scoring)
                "off_policy_mask/dropped_frac", "off_policy_mask/dropped_of_negative",  # with --off_policy_mask_threshold
                *(f"off_policy_mask/dropped_of_negative_at_{times}x" for times in (2, 4, 8)))
 CURVE_KEYS = ("step", "reward", "reward_std", "rewards/success/mean", "rewards/validity/mean", "frac_reward_zero_std",

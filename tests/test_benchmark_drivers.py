@@ -218,6 +218,7 @@ def test_a_done_grpo_stage_continues_from_its_last_checkpoint_and_keeps_the_earl
     assert first.returncode == 0, first.stderr[-3000:]
     one = json.loads((out / "grpo93.json").read_text())
     assert one["steps"] == 1 and [s["end_reason"] for s in one["segments"]] == ["completed"]
+    assert one["updates"][0]["step_time"] > 0  # each update's wall, where idle updates show what they cost
 
     # a lease lost before the stage file was written: --collect reads what the stage's log printed,
     # the same figures the trainer state holds (TRL prints them rounded to 4 digits)
