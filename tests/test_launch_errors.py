@@ -16,10 +16,11 @@ import pytest
 
 BIN = Path(sys.executable).parent
 
-YAML_FILES = {
+INPUT_FILES = {
     "env-key.yaml": "env: letters-test\nmax_steps: 1\n",
     "malformed.yaml": "environment: letters-test\nenv_args: {rows: 4\n",
     "list.yaml": "- environment: letters-test\n- max_steps: 1\n",
+    "zero0.json": '{"zero_optimization": {"stage": 0}}',  # a DeepSpeed config
 }
 
 CASES = [  # (console script, command, arguments, what the one line must say)
@@ -61,6 +62,9 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--sampling_logprobs", "true",
                          "--keep_sampling_mask", "true", "--top_p", "0.9", "--top_k", "20", "--accelerate_config", "fsdp2"],
      "--keep_sampling_mask reads output-embedding rows outside the forward, which FSDP and DeepSpeed shard"),
+    ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--sampling_logprobs", "true",
+                     "--keep_sampling_mask", "true", "--top_p", "0.9", "--top_k", "20", "--deepspeed", "{tmp}/zero0.json"],
+     "--keep_sampling_mask reads output-embedding rows outside the forward, which FSDP and DeepSpeed shard"),
     ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{gemma2}", "--sampling_logprobs", "true",
                      "--keep_sampling_mask", "true", "--top_p", "0.9", "--top_k", "20"],
      "--keep_sampling_mask computes plain logits, and this model scales them (final_logit_softcapping=30.0)"),
@@ -96,7 +100,7 @@ def run(script: str, *args: str, env: dict[str, str], cwd: Path) -> subprocess.C
 @pytest.mark.parametrize(("script", "command", "args", "message"), CASES, ids=[f"{c[0]}-{c[1]}-{c[3][:40]}" for c in CASES])
 def test_bad_input_is_one_line_and_exit_2_before_launch(script, command, args, message, tmp_path, tiny_qwen35, gemma2_dir,
                                                        plugin_env):  # fmt: skip
-    for name, text in YAML_FILES.items():
+    for name, text in INPUT_FILES.items():
         (tmp_path / name).write_text(text)
     args = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(tiny_qwen35)).replace("{gemma2}", str(gemma2_dir))
             for a in args]  # fmt: skip

@@ -43,6 +43,22 @@ def set_model_init_kwargs(training_args, model_args) -> None:
     training_args.model_init_kwargs = {**from_model_args, **(training_args.model_init_kwargs or {})}
 
 
+def set_single_process_ranks(training_args) -> None:
+    """Give a lone DeepSpeed process its rank variables: ``accelerate launch`` starts one process
+    (no ``--use_deepspeed``) without them, and DeepSpeed then asks MPI for them and fails on a
+    machine without mpi4py. Rank 0 of 1 on a free local port; a launcher's own variables are kept."""
+    import os
+    import socket
+
+    if not training_args.deepspeed or "RANK" in os.environ:
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))  # fmt: skip
+
+
 def build_callbacks(script_args, training_args, spec) -> list:
     """TRL callbacks of the checkpoint fixups named with ``--fixups`` (options: ``--fixup_args``)."""
     from rlplugs.adapters.trl.arguments import fixups
@@ -71,6 +87,7 @@ def main(script_args: EnvGRPOScriptArguments, training_args, model_args, dataset
     from rlplugs.adapters.trl.rollout import make_episode_rollout
     from rlplugs.adapters.trl.trainer import EnvGRPOTrainer
 
+    set_single_process_ranks(training_args)
     set_model_init_kwargs(training_args, model_args)
     if not script_args.skip_preflight:  # a reward that never computes must stop the run before step 0
         report = spec.preflight()

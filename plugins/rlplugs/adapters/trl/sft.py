@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from rlplugs.adapters.trl.arguments import make_sft_parser, parse_training_args
-from rlplugs.adapters.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs, train_and_save
+from rlplugs.adapters.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs, set_single_process_ranks, train_and_save
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +20,7 @@ def main(script_args, training_args, model_args, dataset_args, spec) -> None:
     """Train; the arguments were checked by :func:`~rlplugs.adapters.trl.arguments.parse_training_args`."""
     from trl import SFTTrainer, get_peft_config, get_quantization_config
 
+    set_single_process_ranks(training_args)
     set_model_init_kwargs(training_args, model_args)
     dataset = load_user_dataset(script_args, dataset_args)
     if dataset is not None:

@@ -19,7 +19,9 @@
    then 0.17 times the learning rate). A generation batch with no token in any process's loss
    skips its micro-batches' forward and backward too (session 36's factorio-build run spent about
    6 s an update on 12 such updates), except where a backward must synchronise the gradients of
-   an earlier micro-batch of the same update.
+   an earlier micro-batch of the same update, and under DeepSpeed, whose engine takes only a loss
+   with a graph. An optimizer that a DeepSpeed config defines is built inside DeepSpeed and
+   cannot be hooked: its empty updates step, with a warning.
 
 2. **No reward from metrics alone.** TRL leaves a completion out of the group baseline (advantage 0)
    only when *every* reward function returned ``None``; a completion whose weighted components
@@ -342,11 +344,13 @@ class EnvGRPOTrainer(GRPOTrainer):
         """Whether this training micro-batch can skip its forward and backward: its generation
         batch put no token in any process's loss (so every process decides alike and none waits on
         another), the optimizer step is hooked to skip (not a DeepSpeed-defined optimizer), no fp16
-        grad scaler expects gradients, and no earlier micro-batch of this update left gradients
-        that this one's backward must synchronise (an update can span two generation batches)."""
+        grad scaler expects gradients, no DeepSpeed engine wants a loss with a graph (it refuses
+        one without), and no earlier micro-batch of this update left gradients that this one's
+        backward must synchronise (an update can span two generation batches). Under DeepSpeed the
+        forward runs, and the hooked step still leaves the weights as they are."""
         return (
             self.model.training and self._batch_tokens == 0 and self._skip_hooked is not None
-            and self.accelerator.scaler is None
+            and self.accelerator.scaler is None and not self.is_deepspeed_enabled
             and not (self._tokens_since_step and self.accelerator.sync_gradients)
         )  # fmt: skip
 
@@ -360,9 +364,11 @@ class EnvGRPOTrainer(GRPOTrainer):
 
     def create_optimizer(self, model=None):
         optimizer = super().create_optimizer(model)
-        # a second train() gets accelerate's wrapper of the first's back: hook the optimizer inside, once
+        # a second train() gets accelerate's wrapper of the first's back: hook the optimizer inside, once.
+        # A DeepSpeed config that defines its optimizer gets a placeholder here (accelerate's
+        # DummyOptim, no torch optimizer): left unhooked, its updates without tokens are warned about
         inner = getattr(optimizer, "optimizer", optimizer)
-        if self.filter_zero_spread_groups and inner is not self._skip_hooked:
+        if self.filter_zero_spread_groups and isinstance(inner, torch.optim.Optimizer) and inner is not self._skip_hooked:
             inner.register_step_pre_hook(self._skip_step_without_tokens)
             self._skip_hooked = inner
         return optimizer

@@ -1,0 +1,55 @@
+"""``trl grpo --env ... --deepspeed CONFIG`` with the zero-spread filter, one process on the CPU
+(DeepSpeed's CPU accelerator, ZeRO stage 0), as a user runs it.
+
+Every update here has no token in the loss: the candidates are sampled at temperature 1e-4, so a
+group's four completions are alike and so are their rewards. With the optimizer the trainer makes
+(the config names none), its step is hooked and skips such updates: weight decay 0.1 would move
+every weight otherwise. A config that defines its own optimizer leaves the trainer accelerate's
+placeholder, which cannot be hooked: the run trains, warns once that such updates still step, and
+the weights move. Before this test both crashed: the hook was put on the placeholder, and the
+forward skipped for an update without tokens gave DeepSpeed a loss without a graph, which it refuses.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from test_trl_cli import TINY_RUN, log_history, trl
+
+pytest.importorskip("deepspeed")
+
+UNHOOKED = "the trainer could not hook this optimizer (a DeepSpeed config that defines its own)"
+CONFIGS = {
+    "trainer_optimizer": {},
+    "config_optimizer": {"optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto", "torch_adam": True}}},
+}
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_configs_own(config, tmp_path, tiny_qwen35, plugin_env):
+    ds_config = tmp_path / "ds.json"
+    ds_config.write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "train_batch_size": "auto",
+        "zero_optimization": {"stage": 0}, **CONFIGS[config],
+    }))  # fmt: skip
+    out = tmp_path / "out"
+    proc = trl(
+        "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "2",
+        "--num_processes", "1", "--output_dir", str(out), "--deepspeed", str(ds_config),
+        "--filter_zero_spread_groups", "true", "--temperature", "0.0001", "--learning_rate", "0.1",
+        "--weight_decay", "0.1", *TINY_RUN,
+        env=plugin_env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    steps = [h for h in log_history(out) if "loss" in h]
+    assert [h["zero_spread/filtered_frac"] for h in steps] == [1.0, 1.0]  # no update had a token
+    before, after = load_file(tiny_qwen35 / "model.safetensors"), load_file(out / "model.safetensors")
+    moved = sum(not torch.equal(after[name], weight) for name, weight in before.items())
+    warnings = proc.stderr.count(UNHOOKED)
+    if config == "trainer_optimizer":
+        assert (moved, warnings) == (0, 0)
+    else:
+        assert moved > len(before) // 2 and warnings == 1
