@@ -1,10 +1,10 @@
 """``trl grpo --env ... --deepspeed CONFIG`` with the zero-spread filter, one process on the CPU
-(DeepSpeed's CPU accelerator, ZeRO stage 0), as a user runs it.
+(DeepSpeed's CPU accelerator, ZeRO stage 0 or 2), as a user runs it.
 
 Every update here has no token in the loss: the candidates are sampled at temperature 1e-4, so a
 group's four completions are alike and so are their rewards. With the optimizer the trainer makes
 (the config names none), its step is hooked and skips such updates: weight decay 0.1 would move
-every weight otherwise. A config that defines its own optimizer leaves the trainer accelerate's
+the weights otherwise, as it does in the last case. A config that defines its own optimizer leaves the trainer accelerate's
 placeholder, which cannot be hooked: the run trains, warns once that such updates still step, and
 the weights move. Before this test both crashed: the hook was put on the placeholder, and the
 forward skipped for an update without tokens gave DeepSpeed a loss without a graph, which it refuses.
@@ -22,9 +22,11 @@ from test_trl_cli import TINY_RUN, log_history, trl
 pytest.importorskip("deepspeed")
 
 UNHOOKED = "the trainer could not hook this optimizer (a DeepSpeed config that defines its own)"
-CONFIGS = {
-    "trainer_optimizer": {},
-    "config_optimizer": {"optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto", "torch_adam": True}}},
+CONFIGS = {  # ZeRO stage 2 steps the trainer's optimizer on flat partitions of the weights, not on the weights
+    "trainer_optimizer": {"zero_optimization": {"stage": 0}},
+    "trainer_optimizer_zero2": {"zero_optimization": {"stage": 2}},
+    "config_optimizer": {"zero_optimization": {"stage": 0},
+                         "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto", "torch_adam": True}}},
 }
 
 
@@ -33,7 +35,7 @@ def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_config
     ds_config = tmp_path / "ds.json"
     ds_config.write_text(json.dumps({
         "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "train_batch_size": "auto",
-        "zero_optimization": {"stage": 0}, **CONFIGS[config],
+        **CONFIGS[config],
     }))  # fmt: skip
     out = tmp_path / "out"
     proc = trl(
@@ -49,7 +51,7 @@ def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_config
     before, after = load_file(tiny_qwen35 / "model.safetensors"), load_file(out / "model.safetensors")
     moved = sum(not torch.equal(after[name], weight) for name, weight in before.items())
     warnings = proc.stderr.count(UNHOOKED)
-    if config == "trainer_optimizer":
+    if config.startswith("trainer_optimizer"):
         assert (moved, warnings) == (0, 0)
     else:
         assert moved > len(before) // 2 and warnings == 1
