@@ -1,5 +1,5 @@
 """``trl grpo --env ... --deepspeed CONFIG`` with the zero-spread filter, one process on the CPU
-(DeepSpeed's CPU accelerator, ZeRO stage 0 or 2), as a user runs it.
+(DeepSpeed's CPU accelerator, ZeRO stage 0 or 2), as a user runs it; and ``trl sft`` under DeepSpeed.
 
 Every update here has no token in the loss: the candidates are sampled at temperature 1e-4, so a
 group's four completions are alike and so are their rewards. With the optimizer the trainer makes
@@ -55,3 +55,21 @@ def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_config
         assert (moved, warnings) == (0, 0)
     else:
         assert moved > len(before) // 2 and warnings == 1
+
+
+def test_trl_sft_under_deepspeed_trains_one_process(tmp_path, tiny_qwen35, plugin_env):
+    """``trl sft`` starts its lone process the same way: rank variables given, no MPI asked."""
+    ds_config = tmp_path / "ds.json"
+    ds_config.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+                                     "train_batch_size": "auto", **CONFIGS["trainer_optimizer_zero2"]}))  # fmt: skip
+    out = tmp_path / "out"
+    proc = trl(
+        "sft", "--env", "clembench-games", "--sft_dataset", "scripted-wins", "--model_name_or_path", str(tiny_qwen35),
+        "--max_steps", "1", "--num_processes", "1", "--output_dir", str(out), "--deepspeed", str(ds_config),
+        "--use_cpu", "--bf16", "false", "--per_device_train_batch_size", "2", "--max_length", "128",
+        "--report_to", "none", "--gradient_checkpointing", "false",
+        env=plugin_env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    final = json.loads((out / "trainer_state.json").read_text())["log_history"][-1]
+    assert final["train_loss"] > 0 and (out / "model.safetensors").exists()
