@@ -13,6 +13,7 @@ forward skipped for an update without tokens gave DeepSpeed a loss without a gra
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -30,13 +31,17 @@ CONFIGS = {  # ZeRO stage 2 steps the trainer's optimizer on flat partitions of 
 }
 
 
+def write_config(folder: Path, name: str) -> Path:
+    """The DeepSpeed config ``CONFIGS[name]``, its batch sizes taken from the training arguments."""
+    path = folder / "ds.json"
+    sizes = dict.fromkeys(("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"), "auto")
+    path.write_text(json.dumps({**sizes, **CONFIGS[name]}))
+    return path
+
+
 @pytest.mark.parametrize("config", CONFIGS)
 def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_configs_own(config, tmp_path, tiny_qwen35, plugin_env):
-    ds_config = tmp_path / "ds.json"
-    ds_config.write_text(json.dumps({
-        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "train_batch_size": "auto",
-        **CONFIGS[config],
-    }))  # fmt: skip
+    ds_config = write_config(tmp_path, config)
     out = tmp_path / "out"
     proc = trl(
         "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "2",
@@ -59,9 +64,7 @@ def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_config
 
 def test_trl_sft_under_deepspeed_trains_one_process(tmp_path, tiny_qwen35, plugin_env):
     """``trl sft`` starts its lone process the same way: rank variables given, no MPI asked."""
-    ds_config = tmp_path / "ds.json"
-    ds_config.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-                                     "train_batch_size": "auto", **CONFIGS["trainer_optimizer_zero2"]}))  # fmt: skip
+    ds_config = write_config(tmp_path, "trainer_optimizer_zero2")
     out = tmp_path / "out"
     proc = trl(
         "sft", "--env", "clembench-games", "--sft_dataset", "scripted-wins", "--model_name_or_path", str(tiny_qwen35),
