@@ -1,5 +1,6 @@
 """``trl grpo --env ... --deepspeed CONFIG`` with the zero-spread filter, one process on the CPU
-(DeepSpeed's CPU accelerator, ZeRO stage 0 or 2), as a user runs it; and ``trl sft`` under DeepSpeed.
+(DeepSpeed's CPU accelerator, ZeRO stage 0 or 2; stage 2 on two ranks too), as a user runs it; and
+``trl sft`` under DeepSpeed.
 
 Every update here has no token in the loss: the candidates are sampled at temperature 1e-4, so a
 group's four completions are alike and so are their rewards. With the optimizer the trainer makes
@@ -39,13 +40,16 @@ def write_config(folder: Path, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("config", CONFIGS)
-def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_configs_own(config, tmp_path, tiny_qwen35, plugin_env):
+# two ranks (gloo): every rank must take the same path through the forward and the skipped step, or one waits forever
+@pytest.mark.parametrize(("config", "processes"), [*((name, 1) for name in CONFIGS), ("trainer_optimizer_zero2", 2)])
+def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_configs_own(config, processes, tmp_path, tiny_qwen35,
+                                                                                       plugin_env):  # fmt: skip
     ds_config = write_config(tmp_path, config)
     out = tmp_path / "out"
+    launch = ["--num_processes", str(processes), *(["--multi_gpu"] if processes > 1 else [])]
     proc = trl(
         "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35), "--max_steps", "2",
-        "--num_processes", "1", "--output_dir", str(out), "--deepspeed", str(ds_config),
+        *launch, "--output_dir", str(out), "--deepspeed", str(ds_config),
         "--filter_zero_spread_groups", "true", "--temperature", "0.0001", "--learning_rate", "0.1",
         "--weight_decay", "0.1", *TINY_RUN,
         env=plugin_env,
