@@ -323,7 +323,8 @@ class EnvGRPOTrainer(GRPOTrainer):
             self._tokens_since_step |= self.model.training and not empty
             if empty and self.model.training and self._skip_hooked is None and not self._warned_unhooked:
                 self._warned_unhooked = True
-                log.warning(UNHOOKED_OPTIMIZER)
+                if self.accelerator.is_main_process:  # every rank gets here alike: one line, not one a rank
+                    log.warning(UNHOOKED_OPTIMIZER)
         metrics = self._metrics["train" if self.model.training else "eval"]
         logged = {key: len(metrics[key]) for key in LOSS_TOKEN_MEANS if key in metrics} if empty else {}
         self._kept_sets = inputs.get("sampling_kept")
