@@ -133,3 +133,15 @@ def test_shipped_envs_recommend_only_trl_options():
 
     for name in ("factorio-build", "matrl", "clembench-games"):
         check_recommendations(make_env(name))  # raises naming any option TRL lacks
+
+
+@pytest.mark.parametrize("name", ["factorio-build", "matrl", "clembench-games"])
+def test_shipped_envs_defaults_alone_make_a_valid_grpo_config(name, tmp_path, tiny_qwen35):
+    """``trl grpo --env NAME --model_name_or_path M`` with no other option must get past TRL's own
+    checks: matrl once recommended groups of 16 beside TRL's batch of 8, and TRL refused the run
+    (its generation batch must hold whole groups)."""
+    from rlplugs.adapters.trl.arguments import make_grpo_parser, parse_training_args
+
+    argv = ["--env", name, "--model_name_or_path", str(tiny_qwen35), "--output_dir", str(tmp_path)]
+    training_args = parse_training_args("grpo", make_grpo_parser(), argv).args[1]
+    assert training_args.generation_batch_size % training_args.num_generations == 0

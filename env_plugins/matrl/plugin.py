@@ -278,8 +278,9 @@ def build_env(config: MatrlConfig) -> EnvSpec:
         episodes=episode_factory(config),
         eval=EvalProtocol(splits=("test",), rows=64, samples_per_row=4, temperature=1.0, enable_thinking=True,
                           max_new_tokens=2048, report_by=("task",), success_component="sun"),
-        trainer_defaults={"num_generations": 16, "temperature": 1.15, "max_completion_length": 2048,
-                          "learning_rate": 1e-6, "max_episode_turns": config.max_turns,
+        # a device batch of one whole group: TRL refuses generation batches of partial groups
+        trainer_defaults={"num_generations": 16, "per_device_train_batch_size": 16, "temperature": 1.15,
+                          "max_completion_length": 2048, "learning_rate": 1e-6, "max_episode_turns": config.max_turns,
                           "chat_template_kwargs": {"enable_thinking": True}},
         reference_policy=PrototypePolicy(),
         render=render_sample,
