@@ -274,6 +274,7 @@ def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, cap
     assert "rows.jsonl:1: not a PRM row" in capsys.readouterr().err
     assert main(["prm", "train", "--data", str(tmp_path / "missing.jsonl"), "--model", str(tiny_qwen35),
                  "--out", str(tmp_path / "p")]) == USAGE_ERROR  # fmt: skip
+    assert "missing.jsonl: no such file; pass the JSON-lines file `rlplugs prm label --out` wrote" in capsys.readouterr().err
     assert main(["prm", "label", "--env", "count-test", "--model", str(tiny_qwen35), "--outcome", '{"wins": 1}',
                  "--out", str(tmp_path / "l.jsonl")]) == USAGE_ERROR  # fmt: skip
     assert "not components of 'count-test'" in capsys.readouterr().err

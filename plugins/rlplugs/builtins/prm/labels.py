@@ -163,6 +163,8 @@ def save_rows(rows: Sequence[Row], path: str | Path) -> Path:
 def load_rows(path: str | Path) -> list[Row]:
     """Read and check PRM rows; a malformed line is an error naming the file, line and problem."""
     rows: list[Row] = []
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such file; pass the JSON-lines file `rlplugs prm label --out` wrote")
     with Path(path).open() as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
