@@ -42,7 +42,8 @@ def write_config(folder: Path, name: str) -> Path:
 
 # two ranks (gloo): every rank must take the same path through the forward and the skipped step, or one waits forever;
 # with the config's own optimizer the warning still comes once, not once a rank
-@pytest.mark.parametrize(("config", "processes"), [*((name, 1) for name in CONFIGS), ("trainer_optimizer_zero2", 2), ("config_optimizer", 2)])
+@pytest.mark.parametrize(("config", "processes"),
+                         [*((name, 1) for name in CONFIGS), ("trainer_optimizer_zero2", 2), ("config_optimizer", 2)])
 def test_updates_without_tokens_skip_the_trainers_optimizer_and_warn_of_a_configs_own(config, processes, tmp_path, tiny_qwen35,
                                                                                        plugin_env):  # fmt: skip
     ds_config = write_config(tmp_path, config)
