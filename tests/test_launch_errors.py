@@ -70,6 +70,9 @@ CASES = [  # (console script, command, arguments, what the one line must say)
      "--keep_sampling_mask computes plain logits, and this model scales them (final_logit_softcapping=30.0)"),
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--max_stpes", "1"],
      "unknown option --max_stpes (did you mean --max_steps"),
+    ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--num_generations", "3"],
+     "must be divisible by num_generations (3). The generation batch is per_device_train_batch_size x "
+     "gradient_accumulation_steps x processes (or generation_batch_size): make it a multiple of num_generations"),
 ]  # fmt: skip
 
 

@@ -341,17 +341,29 @@ def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) ->
     check_config_file(argv)
     machine = machine_defaults()
     parser.set_defaults_with_config(**machine)
-    script_args = parser.parse_args_and_config(argv, return_remaining_strings=True)[0]
+    script_args = parse_trl(parser, argv)[0]
     spec = None
     if script_args.environment:
         spec = env_from_args(script_args)
         fixups(script_args)  # names and options checked before launch
         check_recommendations(spec)
         parser.set_defaults_with_config(**{**spec.trainer_defaults, **spec.model_defaults, **machine})
-    *args, config_rest, cli_rest = parser.parse_args_and_config(
-        argv, return_remaining_strings=True, separate_remaining_strings=True
-    )
+    *args, config_rest, cli_rest = parse_trl(parser, argv, separate_remaining_strings=True)
     return ParsedTraining(tuple(args), spec, config_rest, cli_rest)
+
+
+def parse_trl(parser: TrlParser, argv: list[str], **kwargs: Any) -> tuple:
+    """TRL's parse, with what to do added to its check of group sizes (the most common refusal of a
+    GRPO setup, whose message names a value the user never set)."""
+    try:
+        return parser.parse_args_and_config(argv, return_remaining_strings=True, **kwargs)
+    except ValueError as exc:
+        if "must be divisible by num_generations" not in str(exc):
+            raise
+        raise LaunchError(
+            f"{exc} The generation batch is per_device_train_batch_size x gradient_accumulation_steps x processes "
+            "(or generation_batch_size): make it a multiple of num_generations"
+        ) from None
 
 
 def parse_training_args(command: str, parser: TrlParser, argv: list[str] | None = None) -> ParsedTraining:
