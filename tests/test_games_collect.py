@@ -12,6 +12,7 @@ reference policy, self-play), so ``sft-data`` reads both runs and must keep only
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,31 @@ def test_score_command_prints_the_clemscore_table_as_json(run, capsys):
     table = json.loads(capsys.readouterr().out)
     assert table["games"]["wordle_withcritic"]["episodes"] == 3
     assert table["clemscore"] == pytest.approx(clem_table(load_records(run))["clemscore"], nan_ok=True)
+
+
+def test_score_names_an_episode_file_cut_off_mid_write_and_changes_nothing(run, capsys, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    cut = sorted(copy.rglob("*-0.json"))[0]
+    cut.write_text(cut.read_text()[:100])  # a writer killed mid-file
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["games", "score", "--runs", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"{cut}: not a readable episode record" in err and "move the file out of the run folder" in err
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+
+
+def test_a_fault_no_check_foresaw_is_one_line_and_its_traceback_is_behind_v(capsys, tmp_path):
+    (tmp_path / "episode.json").write_text(json.dumps({"turns": [], "metrics": {}}))  # no game, instance, ...
+    capsys.readouterr()
+    assert main(["games", "score", "--runs", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "KeyError" in err and f"rerun as `rlplugs -v games score --runs {tmp_path}`" in err
+    with pytest.raises(KeyError):
+        main(["-v", "games", "score", "--runs", str(tmp_path)])
 
 
 def test_rlplugs_sft_trains_one_lora_step_on_the_won_episode_samples(reference_run, smollm2, tmp_path):

@@ -207,6 +207,7 @@ def add_games_command(subparsers) -> None:
     m.set_defaults(func=_cmd_clem)
 
     k = sub.add_parser("score", help="clemscore table of runs")
-    k.add_argument("--runs", nargs="+", required=True)
-    k.add_argument("--json", action="store_true")
+    k.add_argument("--runs", nargs="+", required=True,
+                   help="run directories written by 'games collect' or 'rlplugs eval --env clembench-games'")
+    k.add_argument("--json", action="store_true", help="print the table as JSON")
     k.set_defaults(func=_cmd_score)

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rlplugs import UsageError
+
 from clembench_games.scoring import clem_table
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
@@ -37,12 +39,17 @@ def save_episode(out: Path, record: dict[str, Any], index: int) -> Path:
 
 
 def load_records(runs: Path) -> Iterator[dict[str, Any]]:
-    """Every episode record under ``runs`` (recursively)."""
+    """Every episode record under ``runs`` (recursively). A JSON file that cannot be read stops the
+    whole load with its path named: skipping it would score a run without one of its episodes."""
     for path in sorted(Path(runs).rglob("*.json")):
         if path.name == "scores.json":
             continue
-        rec = json.loads(path.read_text())
-        if "turns" in rec and "metrics" in rec:
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path}: not a readable episode record ({exc}); play that episode again "
+                             f"or move the file out of the run folder") from None
+        if isinstance(rec, dict) and "turns" in rec and "metrics" in rec:
             yield rec
 
 

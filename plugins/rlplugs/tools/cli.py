@@ -262,6 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:  # unknown names and options included (rlplugs.errors)
         _console(err=True).print(f"[red]error:[/red] {escape(str(exc))}")
         return USAGE_ERROR
+    except Exception as exc:  # a fault no check foresaw: one line here, the traceback behind -v
+        if verbose:
+            raise
+        _console(err=True).print(f"[red]error:[/red] {escape(type(exc).__name__)}: {escape(str(exc))} "
+                                 f"(rerun as `rlplugs -v {escape(' '.join(argv))}` for the traceback)")
+        return 1
 
 
 if __name__ == "__main__":
