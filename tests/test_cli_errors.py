@@ -82,6 +82,21 @@ def test_eval_rows_zero_is_refused(capsys, tmp_path):
     assert not (tmp_path / "report.json").exists()
 
 
+# --- rlplugs prm label: minutes of rollouts, so the model and the output are checked first ----------
+
+
+@pytest.mark.parametrize("model, out, message", [
+    ("/nonexistent", "labels.jsonl", "--model /nonexistent: no such directory"),
+    (None, "/proc/rlplugs/labels.jsonl", "--out /proc/rlplugs/labels.jsonl: its folder /proc/rlplugs: cannot write there"),
+    (None, ".", "--out . is a directory; give the JSON-lines file to write"),
+])  # fmt: skip
+def test_prm_label_checks_model_and_out_before_any_rollout(capsys, tiny_qwen35, tmp_path, monkeypatch, model, out, message):
+    monkeypatch.chdir(tmp_path)
+    main_usage_error(capsys, "prm", "label", "--env", "count-test", "--model", model or str(tiny_qwen35), "--out", out,
+                     needles=(message,))
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- rlplugs preflight --env matrl: file and service options are checked before any model loads --
 
 

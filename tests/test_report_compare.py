@@ -92,6 +92,8 @@ def test_report_reads_an_archived_folder_whose_samples_are_gzipped(runs, tmp_pat
         (["{tiny}", "--against", "tiny=tinny"], "--against names 'tinny' (did you mean 'tiny'?)"),
         (["{tiny}", "--against", "tiny"], "--against takes RUN=BASE pairs"),
         (["{tiny}", "{letters}", "--against", "letters-ref=tiny"], "--against letters-ref=tiny: no split"),
+        (["{tiny}", "--metric", "digit"], "tiny has no such component; its components: digits, final_len"),
+        (["{tiny}", "--metric", "digit"], "--metric 'digit' (did you mean 'digits'?)"),
     ],
 )
 def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plugin_env):
