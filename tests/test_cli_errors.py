@@ -88,13 +88,36 @@ def test_eval_rows_zero_is_refused(capsys, tmp_path):
 @pytest.mark.parametrize("model, out, message", [
     ("/nonexistent", "labels.jsonl", "--model /nonexistent: no such directory"),
     (None, "/proc/rlplugs/labels.jsonl", "--out /proc/rlplugs/labels.jsonl: its folder /proc/rlplugs: cannot write there"),
-    (None, ".", "--out . is a directory; give the JSON-lines file to write"),
+    (None, ".", "--out . is a directory; give the file to write"),
 ])  # fmt: skip
 def test_prm_label_checks_model_and_out_before_any_rollout(capsys, tiny_qwen35, tmp_path, monkeypatch, model, out, message):
     monkeypatch.chdir(tmp_path)
     main_usage_error(capsys, "prm", "label", "--env", "count-test", "--model", model or str(tiny_qwen35), "--out", out,
                      needles=(message,))
     assert list(tmp_path.iterdir()) == []
+
+
+# --- rlplugs games: each option checked before a model plays ------------------------------------
+
+
+@pytest.mark.parametrize("args, message", [
+    ("collect --games wordl", "--games: unknown game 'wordl' (did you mean 'wordle'?)"),
+    ("collect --games wordle --episodes 0", "--episodes 0: play at least 1 episode per game"),
+    ("collect --games wordle --seats single --seat critic", "--seat critic: none of wordle has that seat"),
+    ("sft-data --runs . --out .", "--out . is a directory; give the file to write"),
+    ("sft-data --runs /nonexistent --out won.jsonl", "no run directory /nonexistent"),
+])  # fmt: skip
+def test_games_commands_check_their_options_first(capsys, tiny_qwen35, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    model = ["--model", str(tiny_qwen35), "--out", "run"] if args.startswith("collect") else []
+    main_usage_error(capsys, "games", *args.split(), *model, needles=(message,))
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_games_collect_model_that_does_not_exist(capsys, tmp_path):
+    main_usage_error(capsys, "games", "collect", "--games", "wordle", "--model", "/nonexistent", "--out", str(tmp_path / "r"),
+                     needles=("--model /nonexistent: no such directory",))
+    assert not (tmp_path / "r").exists()
 
 
 # --- rlplugs preflight --env matrl: file and service options are checked before any model loads --

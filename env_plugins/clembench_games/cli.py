@@ -68,18 +68,23 @@ def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, spl
 def _cmd_collect(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs import HFPolicy
-
-    from rich.console import Console
+    from rlplugs import HFPolicy, UsageError
+    from rlplugs.config import one_line
+    from rlplugs.tools.eval_command import check_model_dir, writable_dir
 
     try:
         games = list(ClembenchGamesConfig(games=tuple(args.games)).games)
     except ValidationError as exc:
-        Console(stderr=True).print(f"error: {exc.errors()[0]['msg']}", markup=False)
-        return 2
+        raise UsageError(f"--{one_line(exc)}") from None  # the field is games: "--games: unknown game ..."
+    if args.episodes < 1:
+        raise UsageError(f"--episodes {args.episodes}: play at least 1 episode per game")
+    seats = sorted({s for g in games for s in GAMES[g].seats})
+    if args.seat and args.seat not in seats:
+        raise UsageError(f"--seat {args.seat}: none of {', '.join(games)} has that seat; seats: {', '.join(seats)}")
+    check_model_dir(args.model, "--model")
+    out = writable_dir(args.out, "--out")
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                       batch_size=args.batch_size, seed=args.seed)
-    out = Path(args.out)
     with Progress() as bar:
         task = bar.add_task("episodes", total=len(games) * args.episodes)
         collect(policy, games, args.episodes, out, split=args.split, seats=args.seats, seat=args.seat,
@@ -88,24 +93,23 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _missing_runs(runs: list[str]) -> bool:
-    from rich.console import Console
+def _check_runs(runs: list[str]) -> None:
+    from rlplugs import UsageError
 
     missing = [r for r in runs if not Path(r).is_dir()]
     if missing:
-        Console(stderr=True).print(f"error: no run directory {', '.join(missing)}", markup=False)
-    return bool(missing)
+        raise UsageError(f"no run directory {', '.join(missing)}")
 
 
 def _cmd_sft_data(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    if _missing_runs(args.runs):
-        return 2
+    from rlplugs.tools.eval_command import writable_file
+
+    _check_runs(args.runs)
+    out = writable_file(args.out, "--out")
     records = [r for runs in args.runs for r in load_records(Path(runs))]
     samples = won_turn_samples(records)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as fh:
         for s in samples:
             fh.write(json.dumps(s, ensure_ascii=False) + "\n")
@@ -115,8 +119,7 @@ def _cmd_sft_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    if _missing_runs(args.runs):
-        return 2
+    _check_runs(args.runs)
     table = clem_table(r for runs in args.runs for r in load_records(Path(runs)))
     if args.json:
         print(json.dumps(table, indent=1))  # noqa: T201 - CLI output

@@ -49,6 +49,16 @@ def writable_dir(value: str, flag: str) -> Path:
     return out
 
 
+def writable_file(value: str, flag: str) -> Path:
+    """``value`` as a file this process can write, its folder checked (and created) before the work
+    whose result goes there: labels or samples lost at the last step cost the whole run."""
+    out = Path(value)
+    if out.is_dir():
+        raise UsageError(f"{flag} {value} is a directory; give the file to write")
+    writable_dir(str(out.parent), f"{flag} {value}: its folder")
+    return out
+
+
 def run_eval(
     env: str,
     out: str,

@@ -170,12 +170,10 @@ def cmd_label(args: argparse.Namespace) -> int:
 
     from rlplugs import HFPolicy, UsageError, make_env, parse_json_options, play_lockstep, start_episode
     from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
-    from rlplugs.tools.eval_command import check_model_dir, writable_dir
+    from rlplugs.tools.eval_command import check_model_dir, writable_file
 
     check_model_dir(args.model, "--model")  # both before any rollout: labels are minutes of GPU work
-    if Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out} is a directory; give the JSON-lines file to write")
-    writable_dir(str(Path(args.out).parent), f"--out {args.out}: its folder")
+    writable_file(args.out, "--out")
     spec = make_env(args.env, parse_json_options(args.env_args, "--env_args"))
     if not spec.multi_turn:
         raise UsageError(f"env '{spec.name}' is single-turn; PRM labels need a multi-turn env")
