@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -137,6 +138,17 @@ def test_matrl_preflight_refuses_a_missing_file_or_service_at_once(option, value
     proc = run(None, "preflight", "--env", "matrl", "--env_args", json.dumps({option: value}))
     line = assert_usage_error(proc, "invalid 'matrl' options", message)
     assert "give" in line or "start" in line  # and says what to do
+
+
+def test_matrl_serve_judges_on_a_port_it_cannot_take(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        main_usage_error(capsys, "matrl", "serve-judges", "--port", str(port),
+                         needles=(f"cannot listen on 127.0.0.1:{port} (Address already in use); pick another --port",))
+    main_usage_error(capsys, "matrl", "serve-judges", "--port", "99999",
+                     needles=("cannot listen on 127.0.0.1:99999 (bind(): port must be 0-65535", "pick another --port"))
 
 
 def test_matrl_prompt_csv_without_a_cif_column(tmp_path):

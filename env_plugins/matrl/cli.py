@@ -80,8 +80,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _serve_on_ray(args, options, console)
     try:
         service = JudgeService(options, args.host, args.port)
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror}); pick another --port") from None
+    except (OSError, OverflowError) as exc:  # a port in use, or one outside 0-65535
+        raise UsageError(f"cannot listen on {args.host}:{args.port} ({getattr(exc, 'strerror', None) or exc}); "
+                         "pick another --port") from None
     service.start()
     console.print(f"matrl judges at {service.url} (loading models; GET /ready answers 200 once they are in)")
     while service.replica.judges is None and service.replica.load_error is None:
