@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 
 def main() -> None:
@@ -63,4 +64,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rlplugs import run_script
+
+    sys.exit(run_script(main))  # a fault is one line; RLPLUGS_TRACEBACK=1 shows its traceback

@@ -37,4 +37,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rlplugs import run_script
+
+    sys.exit(run_script(main))  # a fault is one line; RLPLUGS_TRACEBACK=1 shows its traceback

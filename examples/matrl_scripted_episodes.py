@@ -9,6 +9,7 @@ CHGNet relaxations) -> per-episode and group reward components, with unscored te
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rlplugs.episode import play
 from rlplugs.registry import make_env
@@ -43,4 +44,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rlplugs import run_script
+
+    sys.exit(run_script(main))  # a fault is one line; RLPLUGS_TRACEBACK=1 shows its traceback

@@ -361,6 +361,27 @@ def test_example_clembench_scripted_bounds(installed, user_env, tmp_path):
         assert (tmp_path / "bounds" / player / "index.html").exists()
 
 
+@pytest.mark.parametrize("script, args, code, line", [
+    ("matrl_scripted_episodes.py", ["--reference_csv", "/nonexistent.csv"], 2,
+     "error: invalid 'matrl' options: reference_csvs: '/nonexistent.csv': cannot read it"),
+    ("factorio_build_reference_eval.py", ["--splits", "nope"], 2,
+     "error: env 'factorio-build' has no split 'nope'; splits: train, validation, holdout"),
+    ("factorio_build_grpo.py", ["--model", "/nonexistent"], 1, "error: OSError: "),
+])  # fmt: skip
+def test_examples_end_a_fault_in_one_line(installed, user_env, tmp_path, script, args, code, line):
+    """A bad option is one line (exit 2), a fault no check foresaw one line that says how to see its
+    traceback (exit 1); ``RLPLUGS_TRACEBACK=1`` shows it."""
+    command = [str(installed / "python"), str(EXAMPLES / script), *args]
+    proc = subprocess.run(command, cwd=tmp_path, env=user_env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == code and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(line), proc.stderr[-3000:]
+    if code == 1:
+        assert "(set RLPLUGS_TRACEBACK=1 and rerun for the traceback)" in proc.stderr
+        shown = subprocess.run(command, cwd=tmp_path, env={**user_env, "RLPLUGS_TRACEBACK": "1"}, capture_output=True,
+                               text=True, timeout=600)  # fmt: skip
+        assert shown.returncode == 1 and "Traceback" in shown.stderr and "OSError" in shown.stderr
+
+
 @pytest.fixture(scope="session")
 def clembench_won_episodes(installed, user_env, tmp_path_factory) -> Path:
     """examples/clembench_rollouts_to_sft.py: SmolLM2 rollouts -> won-episode JSONL -> ``rlplugs sft``."""

@@ -58,7 +58,7 @@ def test_taskset_config_takes_env_options_and_split_from_toml_keys():
     assert len(list(loaders.load_taskset(config_type(id="letters-test", rows=3)))) == 3  # default: train
     with pytest.raises(ValueError, match="did you mean 'rows'"):
         config_type(id="letters-test", rowz=3)
-    with pytest.raises(ValueError, match="no split 'test'"):
+    with pytest.raises(KeyError, match="no split 'test'"):
         list(loaders.load_taskset(config_type(id="letters-test", split="test")))
 
 

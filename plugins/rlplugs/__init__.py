@@ -72,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "did_you_mean": "rlplugs.errors",
     # tools plugins build their own commands on
     "run_eval": "rlplugs.tools.eval_command",
+    "run_script": "rlplugs.tools.cli",
     "verifiers_export": "rlplugs.adapters.verifiers",
     "UvicornThread": "rlplugs.tools.jsonhttp",
     "ServiceMetrics": "rlplugs.tools.jsonhttp",

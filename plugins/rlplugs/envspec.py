@@ -32,6 +32,7 @@ from pydantic import Field
 
 from rlplugs.config import StrictConfig
 from rlplugs.episode import EpisodeFactory, Policy
+from rlplugs.errors import UnknownNameError
 from rlplugs.rewards import RewardComponent, Sample, Score, UnscoredLedger, run_sync, score_components
 
 
@@ -99,19 +100,23 @@ class EnvSpec:
     def weights(self) -> dict[str, float]:
         return {c.name: c.weight for c in self.components}
 
-    def dataset(self, split: str):
-        """The dataset of ``split`` (built on demand), or an error naming the splits."""
+    def check_split(self, split: str) -> str:
+        """``split`` if the env has it, else an error naming the splits it has."""
         if split not in self.datasets:
-            raise KeyError(f"env '{self.name}' has no split '{split}'; splits: {', '.join(self.datasets)}")
-        return self.datasets[split]()
+            raise UnknownNameError(f"env '{self.name}' has no split '{split}'; splits: {', '.join(self.datasets)}")
+        return split
+
+    def dataset(self, split: str):
+        """The dataset of ``split`` (built on demand)."""
+        return self.datasets[self.check_split(split)]()
 
     def sft_dataset_name(self, name: str | None = None) -> str:
         """``name``, or the first SFT dataset when None; an error naming the choices otherwise."""
         if not self.sft_datasets:
-            raise KeyError(f"env '{self.name}' has no SFT dataset")
+            raise UnknownNameError(f"env '{self.name}' has no SFT dataset")
         name = name or next(iter(self.sft_datasets))
         if name not in self.sft_datasets:
-            raise KeyError(f"env '{self.name}' has no SFT dataset '{name}'; choose from {', '.join(self.sft_datasets)}")
+            raise UnknownNameError(f"env '{self.name}' has no SFT dataset '{name}'; choose from {', '.join(self.sft_datasets)}")
         return name
 
     def sft_dataset(self, name: str | None = None):

@@ -29,6 +29,14 @@ class InvalidOptionsError(UsageError, ValueError):
     """Options that are known but wrong (a value of the wrong type, malformed JSON, ...)."""
 
 
+class UnknownNameError(UsageError, KeyError):
+    """A name an env does not have (a split, an SFT dataset); a ``KeyError`` whose message prints
+    as written, not quoted as ``KeyError`` quotes its key."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class MissingDependencyError(UsageError, ModuleNotFoundError):
     """A plugin needs a module that is not installed; the message says how to install it."""
 

@@ -230,10 +230,7 @@ class RowTaskset(vf.Taskset):
         return {option: values[key] for key, option in self.OPTION_NAMES.items()}
 
     def split(self, spec: EnvSpec) -> str:
-        wanted = self.config.split or ("train" if "train" in spec.datasets else next(iter(spec.datasets)))
-        if wanted not in spec.datasets:
-            raise ValueError(f"env '{spec.name}' has no split '{wanted}'; splits: {', '.join(spec.datasets)}")
-        return wanted
+        return spec.check_split(self.config.split or ("train" if "train" in spec.datasets else next(iter(spec.datasets))))
 
     def load(self) -> Iterator[RowTask]:
         options = self.env_options()

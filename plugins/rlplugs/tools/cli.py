@@ -18,7 +18,9 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -246,11 +248,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_script(fn: Callable[[], int | None], traceback_hint: str = "set RLPLUGS_TRACEBACK=1 and rerun",
+               traceback: bool | None = None) -> int:
+    """``fn()`` as a command's exit code, with no traceback for its user: a :class:`UsageError` is
+    one line and exit code 2, any other fault one line (its type and message, and ``traceback_hint``
+    for the traceback) and exit code 1. The ``rlplugs`` command and the example scripts end here
+    (``sys.exit(run_script(main))``). ``traceback`` (default: ``RLPLUGS_TRACEBACK=1`` in the
+    environment) lets such a fault through with its traceback."""
+    try:
+        return int(fn() or 0)
+    except UsageError as exc:  # unknown names and options included (rlplugs.errors)
+        _console(err=True).print(f"[red]error:[/red] {escape(str(exc))}")
+        return USAGE_ERROR
+    except Exception as exc:  # a fault no check foresaw
+        show = os.environ.get("RLPLUGS_TRACEBACK") == "1" if traceback is None else traceback
+        if show:
+            raise
+        _console(err=True).print(f"[red]error:[/red] {escape(type(exc).__name__)}: {escape(str(exc))} "
+                                 f"({escape(traceback_hint)} for the traceback)")
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv[:1] or "--verbose" in argv[:1]
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
+
+    def command() -> int:
         if argv and argv[0] in TRAINING_COMMANDS:
             return run_training(argv[0], argv[1:])
         parser = build_parser()
@@ -259,15 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return USAGE_ERROR
         return int(args.func(args) or 0)
-    except UsageError as exc:  # unknown names and options included (rlplugs.errors)
-        _console(err=True).print(f"[red]error:[/red] {escape(str(exc))}")
-        return USAGE_ERROR
-    except Exception as exc:  # a fault no check foresaw: one line here, the traceback behind -v
-        if verbose:
-            raise
-        _console(err=True).print(f"[red]error:[/red] {escape(type(exc).__name__)}: {escape(str(exc))} "
-                                 f"(rerun as `rlplugs -v {escape(' '.join(argv))}` for the traceback)")
-        return 1
+
+    return run_script(command, f"rerun as `rlplugs -v {' '.join(argv)}`", traceback=verbose or None)
 
 
 if __name__ == "__main__":

@@ -98,8 +98,7 @@ def run_eval(
         raise UsageError(str(exc)) from exc
     splits = [split] if split else list(protocol.splits)
     for wanted in splits:
-        if wanted not in spec.datasets:
-            raise UsageError(f"env '{spec.name}' has no split '{wanted}'; splits: {', '.join(spec.datasets)}")
+        spec.check_split(wanted)
     if model:
         check_model_dir(model, "--model")
     if tokenizer:
