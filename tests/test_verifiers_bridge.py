@@ -58,8 +58,8 @@ def test_taskset_config_takes_env_options_and_split_from_toml_keys():
     assert len(list(loaders.load_taskset(config_type(id="letters-test", rows=3)))) == 3  # default: train
     with pytest.raises(ValueError, match="did you mean 'rows'"):
         config_type(id="letters-test", rowz=3)
-    with pytest.raises(KeyError, match="no split 'test'"):
-        list(loaders.load_taskset(config_type(id="letters-test", split="test")))
+    with pytest.raises(ValueError, match="Input should be 'train' or 'validation'"):  # in the config, before any task
+        config_type(id="letters-test", split="test")
 
 
 def test_importing_an_env_module_does_not_import_verifiers(plugin_env):
@@ -252,10 +252,12 @@ def test_optional_tuple_options_and_optional_nested_options_take_json_lists():
         ("games", '["wordle", nope', "games: '[\"wordle\", nope' is not a JSON list"),
         ("games", "wordle", "Input should be a valid tuple"),
         ("rule-options.taboo-stopwords", '["a",', "taboo_stopwords: '[\"a\",' is not a JSON list"),  # nested
+        ("split", "tset", "Input should be 'train', 'validation' or 'test' (got 'tset')"),
     ],
 )
-def test_a_tuple_option_on_the_vf_eval_command_line_must_be_a_json_list(flag, value, shown, tmp_path):
-    """A well-formed list is the acceptance matrix's ``--env.taskset.games '["referencegame"]'``."""
+def test_a_bad_option_on_the_vf_eval_command_line_is_verifiers_config_error(flag, value, shown, tmp_path):
+    """A tuple option must be a JSON list (a well-formed one is the acceptance matrix's
+    ``--env.taskset.games '["referencegame"]'``), a split one of the env's."""
     from pathlib import Path
 
     proc = subprocess.run(

@@ -55,7 +55,7 @@ import json
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 import verifiers.v1 as vf
 from pydantic import BaseModel, Field, create_model, model_validator
@@ -264,7 +264,8 @@ def taskset_class(env_name: str) -> type[vf.Taskset]:
         f"{prefix}TasksetConfig",
         __base__=EnvOptionsConfig,
         __module__=__name__,
-        split=(str | None, Field(None, description=f"dataset split (default 'train'); one of {', '.join(spec.datasets)}")),
+        # the splits as a Literal: a wrong one fails in verifiers' config error, before any task loads
+        split=(Literal[tuple(spec.datasets)] | None, Field(None, description="dataset split (default 'train')")),
         **env_fields,
     )
     task = _task_class(env_name, spec)
