@@ -38,6 +38,8 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     ("trl", "grpo", ["--env", "letters-test", "--extra_rewards", "length-penalty:abc"], "weight 'abc' is not a number"),
     ("trl", "sft", ["--env", "factorio-build", "--model_name_or_path", "{model}", "--sft_dataset", "nosuch"],
      "env 'factorio-build' has no SFT dataset 'nosuch'; choose from warmstart-93, warmstart-800"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--env_split", "tset"],
+     "env 'letters-test' has no split 'tset'; splits: train, validation"),
     ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--use_vllm", "true",
                      "--generation_kwargs", '{"max_new_tokens": 8}'],
      "generation_kwargs 'max_new_tokens' is not a vLLM (use_vllm true) option: name the per-turn cap 'max_tokens'"),

@@ -299,6 +299,8 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
         )
     if command == "grpo":
         check_generation_backend(script_args, training_args, spec.multi_turn)
+        if not user_data:
+            spec.check_split(script_args.env_split)
     if command == "sft" and not user_data:
         try:
             spec.sft_dataset_name(script_args.sft_dataset)
