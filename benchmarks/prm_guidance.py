@@ -119,6 +119,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top-p", type=float, default=None, help="nucleus of the label rollouts' and the candidates' sampling (default: none)")
     p.add_argument("--policy-reply", action="store_true",
                    help="the greedy policy's own reply is the first of the N candidates (N - 1 sampled) in every guided mode")
+    p.add_argument("--margin", type=float, default=0.0,
+                   help="best_of_n_prm with --policy-reply: keep the greedy reply unless a candidate's PRM score leads it "
+                        "by more than this")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32, help="conversations per generate() call")
     p.add_argument("--prm", help="reuse this trained PRM directory (skips label and train)")
@@ -137,6 +140,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.modes.split(",")) - set(MODES))
     if unknown:
         p.error(f"--modes: unknown {unknown}; choose from {', '.join(MODES)}")
+    if args.margin and not args.policy_reply:  # before the SFT and the labels, not at best_of_n_prm's turn
+        p.error("--margin keeps the greedy reply: pass --policy-reply as well")
     return args
 
 
@@ -345,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     guidance_options = {
         "best_of_n_random": {**candidates, "seed": args.seed},
         "best_of_n_outcome": {**candidates, "outcome": json.loads(args.outcome)},
-        "best_of_n_prm": {**candidates, **prm_options},
+        "best_of_n_prm": {**candidates, **prm_options, "margin": args.margin},
         "beam_prm": {**candidates, **prm_options, "beam_width": args.beam_width, "iterations": args.iterations},
     }
 
@@ -412,6 +417,8 @@ def picture(result: dict[str, Any], path: Path) -> None:
     policy = re.sub(r" \([^)]*\)", "", result["policy"])  # the name without its packaging note
     nucleus = f", top_p {settings['top_p']}" if settings.get("top_p") is not None else ""
     candidates = f"candidates at T {settings['temperature']}{nucleus}" + (", the greedy reply first" if settings.get("policy_reply") else "")
+    if settings.get("margin"):
+        candidates += f", PRM pick kept unless {settings['margin']} above it"
     plot_comparison(table, path, title=f"clembench-games self-play, {policy}\n{candidates}")
 
 

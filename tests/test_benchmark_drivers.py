@@ -323,6 +323,15 @@ def test_prm_guidance_names_a_reused_sft_checkpoint_refuses_an_old_result_and_ad
     assert json.loads(written.read_text())["differences"] == controls["differences"]
 
 
+def test_prm_guidance_refuses_a_margin_without_the_greedy_reply_before_any_stage(benchmarks_path, capsys):
+    from prm_guidance import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--margin", "0.1"])
+    assert "--margin keeps the greedy reply: pass --policy-reply as well" in capsys.readouterr().err
+    assert parse_args(["--margin", "0.1", "--policy-reply"]).margin == 0.1
+
+
 def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchmarks_path, tmp_path):
     from factorio_updates import load, main
 

@@ -151,6 +151,24 @@ def test_policy_reply_puts_the_policys_own_turn_among_the_candidates(env, digit_
     assert without.scores()["digits"].value == 0.0  # all three turns "seven"
 
 
+def test_a_margin_keeps_the_policys_own_reply_unless_a_candidate_leads_it_by_more(env, digit_scorer):
+    """The greedy reply is "seven" and every sample "7", which the digit PRM scores higher: with no
+    margin the search plays "7"; a margin at the PRM's lead keeps "seven", one just below it does not."""
+    def play(margin):
+        search = BestOfN(digit_scorer, n=2, temperature=0.7, policy_reply=True, margin=margin)
+        return search.play(env.episodes({"start": 300}), ScriptedPolicy(["seven"], sampled=["7"]))
+
+    plain = play(0.0).record()["guidance"]
+    assert [t["candidates"][t["chosen"]] for t in plain["turns"]] == ["7"] * 3
+    first = plain["turns"][0]["scores"]
+    lead = first[1] - first[0]  # the first turn's context is the same in every run
+    assert lead > 0
+    at_lead, below = play(lead).record()["guidance"], play(lead / 2).record()["guidance"]
+    assert at_lead["margin"] == lead and at_lead["turns"][0]["chosen"] == 0 and below["turns"][0]["chosen"] == 1
+    always = play(1.0)  # PRM scores are chances in [0, 1]: no lead exceeds 1
+    assert all(t["chosen"] == 0 for t in always.record()["guidance"]["turns"]) and always.scores()["digits"].value == 0.0
+
+
 def test_outcome_pick_plays_the_candidate_whose_rollout_to_the_end_scored_best(env):
     policy = ScriptedPolicy(["seven", "7"])  # rollouts continue with "seven" (the first sample)
     played = BestOfN(OutcomePick(DIGITS), n=2, temperature=None).play(env.episodes({"start": 300}), policy)
@@ -222,6 +240,9 @@ def test_guidance_registrations_build_from_strict_options(digit_prm):
         registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "n": 0})
     with pytest.raises(ValueError, match="prm: '/nonexistent/prm' is not a directory"):
         registry.get("guidance", "best-of-n").build({"prm": "/nonexistent/prm"})
+    with pytest.raises(ValueError, match="margin keeps the policy's own reply: set policy_reply true as well"):
+        registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "margin": 0.1})
+    assert registry.get("guidance", "best-of-n").build({"prm": str(digit_prm), "margin": 0.1, "policy_reply": True}).margin == 0.1
     control = registry.get("guidance", "best-of-n-random").build({"n": 5, "seed": 2, "policy_reply": True})
     assert isinstance(control.scorer, RandomPick) and (control.n, control.scorer.seed, control.policy_reply) == (5, 2, True)
     bound = registry.get("guidance", "best-of-n-outcome").build({"outcome": {"digits": 1}, "temperature": 1.0})

@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 import rlplugs
 from rlplugs import Registration, StrictConfig
@@ -58,8 +58,8 @@ class OutcomePickConfig(CandidatesConfig):
         return value
 
 
-class BestOfNConfig(CandidatesConfig):
-    """Options of ``best-of-n``."""
+class PRMConfig(CandidatesConfig):
+    """The PRM a search scores with (``best-of-n`` and ``beam`` take these)."""
 
     prm: str = Field(description="PRM checkpoint directory (from `rlplugs prm train`)")
     device: str = Field("auto", description="PRM device: auto (cuda if available), cpu, cuda, cuda:1, ...")
@@ -78,14 +78,27 @@ class BestOfNConfig(CandidatesConfig):
         return value
 
 
-class BeamConfig(BestOfNConfig):
+class BestOfNConfig(PRMConfig):
+    """Options of ``best-of-n`` (beam search ranks beams against each other, so it has no margin)."""
+
+    margin: float = Field(0.0, ge=0, description="with policy_reply: play the policy's own reply unless another "
+                                                 "candidate's PRM score leads it by more than this")
+
+    @model_validator(mode="after")
+    def _margin_needs_policy_reply(self) -> BestOfNConfig:
+        if self.margin and not self.policy_reply:
+            raise ValueError("margin keeps the policy's own reply: set policy_reply true as well")
+        return self
+
+
+class BeamConfig(PRMConfig):
     """Options of ``beam``."""
 
     beam_width: int = Field(2, ge=1, description="beams (cloned games) kept after each learner turn")
     iterations: int = Field(3, ge=1, description="learner turns searched before finishing the best beam")
 
 
-def _scorer(config: BestOfNConfig):
+def _scorer(config: PRMConfig):
     import torch
 
     from rlplugs.builtins.prm.model import PRMScorer
@@ -97,7 +110,7 @@ def _scorer(config: BestOfNConfig):
 def build_best_of_n(config: BestOfNConfig):
     from rlplugs.builtins.prm.guidance import BestOfN
 
-    return BestOfN(_scorer(config), **config.candidates())
+    return BestOfN(_scorer(config), margin=config.margin, **config.candidates())
 
 
 def build_random_pick(config: RandomPickConfig):
