@@ -9,7 +9,8 @@ report; ``report`` puts several such reports side by side (one table, one pictur
 never names them.
 
 Errors a user can fix (an unknown env name, a bad option, malformed JSON) are printed as one
-clean message with exit code 2, never as a traceback.
+clean message with exit code 2, never as a traceback; any other fault as one line with exit code
+1, its traceback behind ``rlplugs -v`` (:func:`run_script`, which the example scripts end in too).
 """
 
 from __future__ import annotations
