@@ -49,6 +49,14 @@ def _one_line(code: int, stdout: str, stderr: str, needles: tuple[str, ...]) -> 
     return lines[0]
 
 
+def test_ctrl_c_is_one_word_and_the_shells_exit_code(capsys):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    assert cli.run_script(interrupted) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+
 # --- rlplugs eval -----------------------------------------------------------------------------
 
 

@@ -252,15 +252,18 @@ def build_parser() -> argparse.ArgumentParser:
 def run_script(fn: Callable[[], int | None], traceback_hint: str = "set RLPLUGS_TRACEBACK=1 and rerun",
                traceback: bool | None = None) -> int:
     """``fn()`` as a command's exit code, with no traceback for its user: a :class:`UsageError` is
-    one line and exit code 2, any other fault one line (its type and message, and ``traceback_hint``
-    for the traceback) and exit code 1. The ``rlplugs`` command and the example scripts end here
-    (``sys.exit(run_script(main))``). ``traceback`` (default: ``RLPLUGS_TRACEBACK=1`` in the
-    environment) lets such a fault through with its traceback."""
+    one line and exit code 2; any other fault one line (its type and message, and ``traceback_hint``
+    for the traceback) and exit code 1; Ctrl-C one word and the shell's 130. The ``rlplugs`` command
+    and the example scripts end here (``sys.exit(run_script(main))``). ``traceback`` (default:
+    ``RLPLUGS_TRACEBACK=1`` in the environment) lets a fault through with its traceback."""
     try:
         return int(fn() or 0)
     except UsageError as exc:  # unknown names and options included (rlplugs.errors)
         _console(err=True).print(f"[red]error:[/red] {escape(str(exc))}")
         return USAGE_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: what was written so far stays where it is
+        _console(err=True).print("[red]interrupted[/red]")
+        return 130
     except Exception as exc:  # a fault no check foresaw
         show = os.environ.get("RLPLUGS_TRACEBACK") == "1" if traceback is None else traceback
         if show:
