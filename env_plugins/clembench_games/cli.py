@@ -68,9 +68,7 @@ def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, spl
 def _cmd_collect(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs import HFPolicy, UsageError
-    from rlplugs.config import one_line
-    from rlplugs.tools.eval_command import check_model_dir, writable_dir
+    from rlplugs import HFPolicy, UsageError, check_model_dir, one_line, writable_dir
 
     try:
         games = list(ClembenchGamesConfig(games=tuple(args.games)).games)
@@ -104,7 +102,7 @@ def _check_runs(runs: list[str]) -> None:
 def _cmd_sft_data(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from rlplugs.tools.eval_command import writable_file
+    from rlplugs import writable_file
 
     _check_runs(args.runs)
     out = writable_file(args.out, "--out")

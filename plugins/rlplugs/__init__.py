@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "StrictConfig": "rlplugs.config",
     "validate_options": "rlplugs.config",
     "parse_json_options": "rlplugs.config",
+    "one_line": "rlplugs.config",
     # environments
     "EnvSpec": "rlplugs.envspec",
     "EvalProtocol": "rlplugs.envspec",
@@ -72,6 +73,9 @@ _EXPORTS: dict[str, str] = {
     "did_you_mean": "rlplugs.errors",
     # tools plugins build their own commands on
     "run_eval": "rlplugs.tools.eval_command",
+    "check_model_dir": "rlplugs.tools.eval_command",
+    "writable_dir": "rlplugs.tools.eval_command",
+    "writable_file": "rlplugs.tools.eval_command",
     "run_script": "rlplugs.tools.cli",
     "verifiers_export": "rlplugs.adapters.verifiers",
     "UvicornThread": "rlplugs.tools.jsonhttp",

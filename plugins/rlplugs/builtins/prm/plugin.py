@@ -181,9 +181,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_label(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs import HFPolicy, UsageError, make_env, parse_json_options, play_lockstep, start_episode
+    from rlplugs import (
+        HFPolicy,
+        UsageError,
+        check_model_dir,
+        make_env,
+        parse_json_options,
+        play_lockstep,
+        start_episode,
+        writable_file,
+    )
     from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
-    from rlplugs.tools.eval_command import check_model_dir, writable_file
 
     check_model_dir(args.model, "--model")  # both before any rollout: labels are minutes of GPU work
     writable_file(args.out, "--out")
