@@ -76,9 +76,10 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         raise UsageError(f"--{one_line(exc)}") from None  # the field is games: "--games: unknown game ..."
     if args.episodes < 1:
         raise UsageError(f"--episodes {args.episodes}: play at least 1 episode per game")
-    seats = sorted({s for g in games for s in GAMES[g].seats})
-    if args.seat and args.seat not in seats:
-        raise UsageError(f"--seat {args.seat}: none of {', '.join(games)} has that seat; seats: {', '.join(seats)}")
+    if args.seat:
+        seats = sorted({s for g in games for s in GAMES[g].seats})
+        if args.seat not in seats:
+            raise UsageError(f"--seat {args.seat}: none of {', '.join(games)} has that seat; seats: {', '.join(seats)}")
     check_model_dir(args.model, "--model")
     out = writable_dir(args.out, "--out")
     policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,

@@ -323,10 +323,11 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
     for i, folder in enumerate(folders):
         report, records = load_run(folder)
         name = metric or report.get("protocol", {}).get("success_component")
-        components = sorted({k for r in records for k in (*r.get("scores", {}), *r.get("unscored_reasons", {}))})
-        if metric and records and metric not in components:  # a typo would give a table of n/a
-            raise UsageError(f"--metric {did_you_mean([metric], components)}: {folder} has no such component; "
-                             f"its components: {', '.join(components)}")
+        if metric and records:  # a typo would give a table of n/a
+            components = sorted({k for r in records for k in (*r.get("scores", {}), *r.get("unscored_reasons", {}))})
+            if metric not in components:
+                raise UsageError(f"--metric {did_you_mean([metric], components)}: {folder} has no such component; "
+                                 f"its components: {', '.join(components)}")
         if not name:
             raise UsageError(f"{folder}: the env declares no success component; choose one with --metric")
         for split in report.get("splits", {}):
