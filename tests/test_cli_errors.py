@@ -148,6 +148,18 @@ def test_matrl_preflight_refuses_a_missing_file_or_service_at_once(option, value
     assert "give" in line or "start" in line  # and says what to do
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [({"max_turns": 0}, "max_turns: Input should be greater than or equal to 1 (got 0)"),
+     ({"fmax": -0.1}, "fmax: Input should be greater than 0 (got -0.1)"),
+     # attempts 0 left the retry loop untried: an AssertionError reached the user
+     ({"retry": {"attempts": 0}}, "retry.attempts: Input should be greater than or equal to 1 (got 0)")],
+)
+def test_matrl_preflight_refuses_a_number_out_of_range(options, message):
+    proc = run(None, "preflight", "--env", "matrl", "--env_args", json.dumps(options))
+    assert_usage_error(proc, "invalid 'matrl' options", message)
+
+
 def test_matrl_serve_judges_on_a_port_it_cannot_take(capsys):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -24,17 +24,17 @@ class MatrlConfig(StrictConfig):
 
     task_mix: dict[str, float] = Field(default_factory=lambda: dict(_default_mix()), validate_default=True,
                                        description="share of each task kind; must sum to 1")
-    rows: int = Field(2048, description="rows in the train split")
-    eval_rows: int = Field(128, description="rows in the validation and test splits")
+    rows: int = Field(2048, ge=1, description="rows in the train split")
+    eval_rows: int = Field(128, ge=1, description="rows in the validation and test splits")
     prompt_csv: str | None = Field(None, description="MP-20-style CSV whose formulas/elements/gaps/space groups become tasks")
     reference_csvs: list[str] = Field(default_factory=list, description="MP-20-style CSVs (cif column) for novelty; "
                                                                         "default: the embedded prototypes")
     hull_reference: str | None = Field(None, description="hull reference JSON; default: the embedded approximate hull")
-    max_turns: int = 10
-    max_evaluations: int = 8
-    max_atoms: int = 20
-    relax_steps: int = 20
-    fmax: float = 0.1
+    max_turns: int = Field(10, ge=1, description="agent turns per episode")
+    max_evaluations: int = Field(8, ge=0, description="evaluate_structure calls per episode (0: submit unevaluated)")
+    max_atoms: int = Field(20, ge=1, description="atoms per cell a structure may have")
+    relax_steps: int = Field(20, ge=1, description="FIRE steps per relaxation")
+    fmax: float = Field(0.1, gt=0, description="force convergence threshold (eV/Å)")
     device: str = "cpu"
     mlip: Literal["chgnet", "sevenn"] = Field("chgnet", description="chgnet = reward MLIP; sevenn = held-out judge")
     sevenn_model: str = "7net-0"
@@ -44,7 +44,7 @@ class MatrlConfig(StrictConfig):
     elastic_judge: bool = Field(True, description="false switches bulk-modulus tasks and rewards off")
     judge_url: str | None = Field(None, description="use a running judge service (rlplugs matrl serve-judges)")
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    cache_size: int = Field(4096, description="LRU size of the relaxation and novelty caches")
+    cache_size: int = Field(4096, ge=1, description="LRU size of the relaxation and novelty caches")
     seed: int = 0
 
     @model_validator(mode="before")

@@ -37,6 +37,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
 from rlplugs.config import StrictConfig
 from rlplugs.episode import stop_reason
 
@@ -79,9 +81,9 @@ class RetryPolicy(StrictConfig):
     """How a remote component is retried: ``attempts`` tries, sleeping ``backoff_s * 2**k`` between
     them, each try bounded by ``timeout_s`` seconds."""
 
-    attempts: int = 3
-    backoff_s: float = 0.5
-    timeout_s: float = 30.0
+    attempts: int = Field(3, ge=1, description="tries in all (1: no retry)")
+    backoff_s: float = Field(0.5, ge=0, description="sleep before the first retry; doubles after each")
+    timeout_s: float = Field(30.0, gt=0, description="seconds one try may take")
 
 
 RETRYABLE: tuple[type[BaseException], ...] = (TransientError, TimeoutError, ConnectionError)
