@@ -91,6 +91,19 @@ def test_eval_rows_zero_is_refused(capsys, tmp_path):
     assert not (tmp_path / "report.json").exists()
 
 
+@pytest.mark.parametrize("args", [
+    "eval --env count-test --batch_size 0 --out ev",
+    "games collect --games wordle --batch-size 0 --out run",
+    "prm label --env count-test --batch_size 0 --out labels.jsonl",
+])  # fmt: skip
+def test_a_batch_size_below_1_is_refused_before_the_model_loads(capsys, tiny_qwen35, tmp_path, monkeypatch, args):
+    """It was taken as 1 without a word; every command that generates builds its policy the same way."""
+    monkeypatch.chdir(tmp_path)
+    main_usage_error(capsys, *args.split(), "--model", str(tiny_qwen35),
+                     needles=("batch size 0: give at least 1 conversation per generate() call",))
+    assert not list(tmp_path.glob("**/*.json*"))  # no report, episodes or labels
+
+
 # --- rlplugs prm label: minutes of rollouts, so the model and the output are checked first ----------
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from rlplugs.episode import Message
+from rlplugs.errors import UsageError
 
 
 class Reply(str):
@@ -71,6 +72,8 @@ class HFPolicy:
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
+        if batch_size < 1:  # before the model loads; every command's --batch_size/--batch-size ends here
+            raise UsageError(f"batch size {batch_size}: give at least 1 conversation per generate() call")
         loaded_here = isinstance(model, (str, Path))
         if loaded_here:
             self.name = str(model)
@@ -93,7 +96,7 @@ class HFPolicy:
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
         self.enable_thinking = enable_thinking
-        self.batch_size = max(1, batch_size)
+        self.batch_size = batch_size
         self.decoding: dict[str, Any] = {}
         self.pad_to_multiple_of: int | None = None
         if compile_generation:
