@@ -75,6 +75,9 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--num_generations", "3"],
      "must be divisible by num_generations (3). The generation batch is per_device_train_batch_size x "
      "gradient_accumulation_steps x processes (or generation_batch_size): make it a multiple of num_generations"),
+    # GRPOConfig's own checks divide by it: a ZeroDivisionError traceback before
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--num_generations", "0"],
+     "a count TRL divides by is 0 (num_generations, num_generations_eval or per_device_train_batch_size)"),
 ]  # fmt: skip
 
 

@@ -356,9 +356,15 @@ def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) ->
 
 def parse_trl(parser: TrlParser, argv: list[str], **kwargs: Any) -> tuple:
     """TRL's parse, with what to do added to its check of group sizes (the most common refusal of a
-    GRPO setup, whose message names a value the user never set)."""
+    GRPO setup, whose message names a value the user never set) and to the division by zero that a
+    count of 0 meets in GRPOConfig's own checks (a bare ZeroDivisionError traceback otherwise)."""
     try:
         return parser.parse_args_and_config(argv, return_remaining_strings=True, **kwargs)
+    except ZeroDivisionError:
+        raise LaunchError(
+            "a count TRL divides by is 0 (num_generations, num_generations_eval or per_device_train_batch_size): "
+            "give each at least 1, and num_generations at least 2"
+        ) from None
     except ValueError as exc:
         if "must be divisible by num_generations" not in str(exc):
             raise
