@@ -78,6 +78,13 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     # GRPOConfig's own checks divide by it: a ZeroDivisionError traceback before
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--num_generations", "0"],
      "a count TRL divides by is 0 (num_generations, num_generations_eval or per_device_train_batch_size)"),
+    # these failed only inside the launched processes, with a traceback from the sampler or generate
+    ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--gradient_accumulation_steps", "0"],
+     "--gradient_accumulation_steps 0: give a value of at least 1"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--temperature", "0"],
+     "--temperature 0.0: give a value above 0"),
+    ("trl", "sft", ["--env", "letters-test", "--model_name_or_path", "{model}", "--learning_rate", "-1"],
+     "--learning_rate -1.0: give a value of at least 0"),
 ]  # fmt: skip
 
 

@@ -283,6 +283,19 @@ def check_model_source(name: str | None) -> None:
         )
 
 
+#: TRL options whose out-of-range values TRL meets only inside the launched processes (a traceback
+#: from the sampler, the optimizer or generate): (option, bound, whether the bound itself is out).
+BOUNDS = (("per_device_train_batch_size", 1, False), ("gradient_accumulation_steps", 1, False),
+          ("learning_rate", 0, False), ("max_completion_length", 1, False), ("temperature", 0, True))  # fmt: skip
+
+
+def check_bounds(training_args) -> None:
+    for name, bound, strict in BOUNDS:
+        value = getattr(training_args, name, None)  # max_completion_length and temperature are GRPO's
+        if value is not None and (value <= bound if strict else value < bound):
+            raise LaunchError(f"--{name} {value}: give a value {'above' if strict else 'of at least'} {bound}")
+
+
 def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
     """What a training script would otherwise find only after loading the model: the model
     source and, per command, where the data and rewards come from."""
@@ -291,6 +304,7 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
     if spec is None:
         raise LaunchError(f"no environment: pass --env NAME (or use stock `trl {command}` without rlplugs)")
     check_model_source(model_args.model_name_or_path)
+    check_bounds(training_args)
     user_data = bool(dataset_args.datasets or script_args.dataset_name)
     if command == "grpo" and (script_args.reward_funcs or script_args.reward_model_name_or_path):
         raise LaunchError(
