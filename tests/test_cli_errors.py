@@ -128,6 +128,8 @@ def test_prm_label_checks_model_and_out_before_any_rollout(capsys, tiny_qwen35, 
     ("collect --games wordle --seats single --seat critic", "--seat critic: none of wordle has that seat"),
     ("sft-data --runs . --out .", "--out . is a directory; give the file to write"),
     ("sft-data --runs /nonexistent --out won.jsonl", "no run directory /nonexistent"),
+    ("sft-data --runs . --out won.jsonl", ".: no episode records in it; give the folder `rlplugs games collect --out` wrote"),
+    ("score --runs .", ".: no episode records in it"),  # a table of n/a before
 ])  # fmt: skip
 def test_games_commands_check_their_options_first(capsys, tiny_qwen35, tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

@@ -100,6 +100,20 @@ def _check_runs(runs: list[str]) -> None:
         raise UsageError(f"no run directory {', '.join(missing)}")
 
 
+def _run_records(runs: list[str]) -> list[dict[str, Any]]:
+    """Every run folder's episode records. A folder without any is refused: its clemscore would
+    print as n/a and its SFT file would be empty, as if games had been played and none finished."""
+    from rlplugs import UsageError
+
+    records = []
+    for run in runs:
+        found = list(load_records(Path(run)))
+        if not found:
+            raise UsageError(f"{run}: no episode records in it; give the folder `rlplugs games collect --out` wrote")
+        records += found
+    return records
+
+
 def _cmd_sft_data(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -107,7 +121,7 @@ def _cmd_sft_data(args: argparse.Namespace) -> int:
 
     _check_runs(args.runs)
     out = writable_file(args.out, "--out")
-    records = [r for runs in args.runs for r in load_records(Path(runs))]
+    records = _run_records(args.runs)
     samples = won_turn_samples(records)
     with out.open("w") as fh:
         for s in samples:
@@ -119,7 +133,7 @@ def _cmd_sft_data(args: argparse.Namespace) -> int:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     _check_runs(args.runs)
-    table = clem_table(r for runs in args.runs for r in load_records(Path(runs)))
+    table = clem_table(_run_records(args.runs))
     if args.json:
         print(json.dumps(table, indent=1))  # noqa: T201 - CLI output
     else:
