@@ -82,7 +82,7 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--gradient_accumulation_steps", "0"],
      "--gradient_accumulation_steps 0: give a value of at least 1"),
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--temperature", "0"],
-     "--temperature 0.0: give a value above 0"),
+     "--temperature 0.0: give a value above 0 (GRPO learns from the spread in a group of samples"),
     ("trl", "sft", ["--env", "letters-test", "--model_name_or_path", "{model}", "--learning_rate", "-1"],
      "--learning_rate -1.0: give a value of at least 0"),
 ]  # fmt: skip

@@ -77,6 +77,7 @@ def _worker(out_dir: str, model_dir: str) -> None:
         "steps": trainer.state.global_step,
         "unscored": sum(v["unscored"] for v in rewards.ledger.summary().values()),
     }))  # fmt: skip
+    trainer.end()  # as `trl grpo --env` ends: without it gloo's threads can abort the exiting interpreter
 
 
 if __name__ == "__main__":

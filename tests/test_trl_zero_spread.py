@@ -225,6 +225,7 @@ def _worker(out_dir: str, model_dir: str) -> None:
     )
     result["skipped"] = _skip_over_ranks(out_dir, model_dir)
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    trainer.end()  # as `trl grpo --env` ends: without it gloo's threads can abort the exiting interpreter
 
 
 def _skip_over_ranks(out_dir: str, model_dir: str) -> dict:

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rlplugs import BatchPolicy
+from rlplugs import BatchPolicy, UsageError
 
 from clembench_games.instances import GAMES
 from clembench_games.rows import ClembenchGamesConfig, episode_for_row, rows
@@ -68,7 +68,7 @@ def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, spl
 def _cmd_collect(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs import HFPolicy, UsageError, check_model_dir, one_line, writable_dir
+    from rlplugs import HFPolicy, check_model_dir, one_line, writable_dir
 
     try:
         games = list(ClembenchGamesConfig(games=tuple(args.games)).games)
@@ -93,8 +93,6 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _check_runs(runs: list[str]) -> None:
-    from rlplugs import UsageError
-
     missing = [r for r in runs if not Path(r).is_dir()]
     if missing:
         raise UsageError(f"no run directory {', '.join(missing)}")
@@ -103,8 +101,6 @@ def _check_runs(runs: list[str]) -> None:
 def _run_records(runs: list[str]) -> list[dict[str, Any]]:
     """Every run folder's episode records. A folder without any is refused: its clemscore would
     print as n/a and its SFT file would be empty, as if games had been played and none finished."""
-    from rlplugs import UsageError
-
     records = []
     for run in runs:
         found = list(load_records(Path(run)))

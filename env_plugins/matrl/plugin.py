@@ -10,13 +10,18 @@ import functools
 import json
 import threading
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 import rlplugs
 from matrl.datafiles import MEGNET_BANDGAP
 from rlplugs import EnvSpec, EvalProtocol, Registration, RetryPolicy, Sample, StrictConfig
+
+
+#: How a judge relaxes a structure; the env's own judges and the judge service (``JudgeOptions``) take both.
+RelaxSteps = Annotated[int, Field(ge=1, description="FIRE steps per relaxation")]
+Fmax = Annotated[float, Field(gt=0, description="force convergence threshold (eV/Å)")]
 
 
 class MatrlConfig(StrictConfig):
@@ -33,8 +38,8 @@ class MatrlConfig(StrictConfig):
     max_turns: int = Field(10, ge=1, description="agent turns per episode")
     max_evaluations: int = Field(8, ge=0, description="evaluate_structure calls per episode (0: submit unevaluated)")
     max_atoms: int = Field(20, ge=1, description="atoms per cell a structure may have")
-    relax_steps: int = Field(20, ge=1, description="FIRE steps per relaxation")
-    fmax: float = Field(0.1, gt=0, description="force convergence threshold (eV/Å)")
+    relax_steps: RelaxSteps = 20
+    fmax: Fmax = 0.1
     device: str = "cpu"
     mlip: Literal["chgnet", "sevenn"] = Field("chgnet", description="chgnet = reward MLIP; sevenn = held-out judge")
     sevenn_model: str = "7net-0"

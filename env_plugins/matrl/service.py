@@ -50,6 +50,7 @@ from typing import Any
 
 from pydantic import Field
 
+from matrl.plugin import Fmax, RelaxSteps
 from matrl.structures import StructureInputError, parse_structure
 from rlplugs import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, StrictConfig, UvicornThread
 
@@ -67,8 +68,8 @@ class JudgeOptions(StrictConfig):
     """What a judge replica loads and how it batches (``rlplugs matrl serve-judges`` flags)."""
 
     device: str = "cpu"
-    relax_steps: int = Field(20, ge=1, description="FIRE steps per relaxation")
-    fmax: float = Field(0.1, gt=0, description="force convergence threshold (eV/Å)")
+    relax_steps: RelaxSteps = 20
+    fmax: Fmax = 0.1
     graph_workers: int = Field(0, ge=0, description="processes building CHGNet graphs for batched relaxations")
     band_gap_model: str | None = Field(None, description="MatGL-format MEGNet folder; None serves no band gap")
     elastic: bool = Field(True, description="serve bulk moduli (clamped-ion EOS on the MLIP)")

@@ -168,8 +168,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def parse_pair(text: str, flag: str) -> tuple[str, str]:
     """``RUN=BASE`` as ``(RUN, BASE)``; anything else is a usage error naming ``flag``."""
-    from rlplugs.errors import UsageError
-
     run, sep, base = (x.strip() for x in text.partition("="))
     if not (sep and run and base):
         raise UsageError(f"{flag} takes RUN=BASE pairs separated by commas, not {text!r}")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplugs.envspec import EnvSpec
+from rlplugs.errors import UsageError, did_you_mean
 from rlplugs.rewards import reason_kind
 
 log = logging.getLogger(__name__)
@@ -233,8 +234,6 @@ def load_run(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     small); a folder that is not one is a :class:`~rlplugs.errors.UsageError` naming what is missing."""
     import gzip
 
-    from rlplugs.errors import UsageError
-
     folder = Path(folder)
     samples = next((folder / n for n in ("samples.jsonl", "samples.jsonl.gz") if (folder / n).is_file()), None)
     if not (folder / "report.json").is_file() or samples is None:
@@ -314,7 +313,6 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
     the same rows for both), which is what says whether a training stage moved the score.
     ``against`` names another base per run (``{"grpo800": "sft800"}``): several training chains in
     one table, each stage measured from its own start."""
-    from rlplugs.errors import UsageError, did_you_mean
     from rlplugs.tools.evaluation import at_cap_share
 
     if labels is not None and len(labels) != len(folders):

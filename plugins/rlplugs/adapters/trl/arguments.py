@@ -284,16 +284,22 @@ def check_model_source(name: str | None) -> None:
 
 
 #: TRL options whose out-of-range values TRL meets only inside the launched processes (a traceback
-#: from the sampler, the optimizer or generate): (option, bound, whether the bound itself is out).
-BOUNDS = (("per_device_train_batch_size", 1, False), ("gradient_accumulation_steps", 1, False),
-          ("learning_rate", 0, False), ("max_completion_length", 1, False), ("temperature", 0, True))  # fmt: skip
+#: from the sampler, the optimizer or generate): (option, bound, whether the bound itself is out, why).
+BOUNDS = (
+    ("per_device_train_batch_size", 1, False, ""), ("gradient_accumulation_steps", 1, False, ""),
+    ("learning_rate", 0, False, ""), ("max_completion_length", 1, False, ""),
+    # transformers' generate refuses 0; vLLM takes it as greedy, and a group of one prompt's greedy
+    # completions has no reward spread, so GRPO learns nothing from it
+    ("temperature", 0, True,
+     " (GRPO learns from the spread in a group of samples; for near-greedy sampling give e.g. 0.1)"),
+)  # fmt: skip
 
 
 def check_bounds(training_args) -> None:
-    for name, bound, strict in BOUNDS:
+    for name, bound, strict, why in BOUNDS:
         value = getattr(training_args, name, None)  # max_completion_length and temperature are GRPO's
         if value is not None and (value <= bound if strict else value < bound):
-            raise LaunchError(f"--{name} {value}: give a value {'above' if strict else 'of at least'} {bound}")
+            raise LaunchError(f"--{name} {value}: give a value {'above' if strict else 'of at least'} {bound}{why}")
 
 
 def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
