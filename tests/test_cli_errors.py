@@ -57,6 +57,26 @@ def test_ctrl_c_is_one_word_and_the_shells_exit_code(capsys):
     assert capsys.readouterr().err.strip() == "interrupted"
 
 
+def saved_checkpoint(tmp_path: Path, damage: str | None = None) -> Path:
+    """A checkpoint-5 folder as a trainer saves one (config, step record, safetensors weights), with one ``damage``:
+    a step record cut short (``state``) or with a step that is no count (``step``), no weights, or a
+    weights file cut short (``shard``)."""
+    import torch
+    from safetensors.torch import save_file
+
+    checkpoint = tmp_path / "checkpoint-5"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text("{}")
+    state = {"state": '{"global_step": 5, "log_hist', "step": '{"global_step": "five"}'}.get(damage, '{"global_step": 5}')
+    (checkpoint / "trainer_state.json").write_text(state)
+    if damage != "weights":
+        save_file({"w": torch.ones(4, 4)}, checkpoint / "model.safetensors")
+    if damage == "shard":
+        with open(checkpoint / "model.safetensors", "r+b") as f:
+            f.truncate(f.seek(0, 2) - 10)
+    return checkpoint
+
+
 # --- rlplugs eval -----------------------------------------------------------------------------
 
 
@@ -64,6 +84,13 @@ def test_eval_model_path_that_does_not_exist(capsys, tmp_path):
     main_usage_error(capsys, "eval", "--env", "letters-test", "--model", "/nonexistent", "--out", str(tmp_path / "r"),
                      needles=("--model /nonexistent: no such directory",))
     assert not (tmp_path / "r").exists()  # refused before the report folder was made
+
+
+def test_eval_model_whose_weights_were_cut_short(capsys, tmp_path):
+    model = saved_checkpoint(tmp_path, "shard")
+    main_usage_error(capsys, "eval", "--env", "count-test", "--model", str(model), "--out", str(tmp_path / "r"),
+                     needles=("model.safetensors is damaged (", "save or download the model again"))
+    assert not (tmp_path / "r").exists()
 
 
 def test_eval_out_that_is_an_existing_file_is_refused_before_evaluating(plugin_env, tmp_path):
@@ -91,16 +118,20 @@ def test_eval_rows_zero_is_refused(capsys, tmp_path):
     assert not (tmp_path / "report.json").exists()
 
 
-@pytest.mark.parametrize("args", [
-    "eval --env count-test --batch_size 0 --out ev",
-    "games collect --games wordle --batch-size 0 --out run",
-    "prm label --env count-test --batch_size 0 --out labels.jsonl",
+@pytest.mark.parametrize("args, message", [
+    # a batch size below 1 was taken as 1 without a word
+    ("eval --env count-test --batch_size 0 --out ev", "batch size 0: give at least 1 conversation per generate() call"),
+    ("games collect --games wordle --batch-size 0 --out run", "batch size 0: give at least 1 conversation"),
+    ("prm label --env count-test --batch_size 0 --out labels.jsonl", "batch size 0: give at least 1 conversation"),
+    # a negative temperature was taken as greedy; no tokens failed inside generate, at the first call
+    ("games collect --games wordle --temperature -1 --out run", "temperature -1.0: give 0 (greedy) or more"),
+    ("prm label --env count-test --max_new_tokens 0 --out labels.jsonl", "max_new_tokens 0: give at least 1 token per reply"),
 ])  # fmt: skip
-def test_a_batch_size_below_1_is_refused_before_the_model_loads(capsys, tiny_qwen35, tmp_path, monkeypatch, args):
-    """It was taken as 1 without a word; every command that generates builds its policy the same way."""
+def test_sampling_numbers_out_of_range_are_refused_before_the_model_loads(capsys, tiny_qwen35, tmp_path, monkeypatch,
+                                                                          args, message):  # fmt: skip
+    """Every command that generates builds its policy the same way, and the policy checks them first."""
     monkeypatch.chdir(tmp_path)
-    main_usage_error(capsys, *args.split(), "--model", str(tiny_qwen35),
-                     needles=("batch size 0: give at least 1 conversation per generate() call",))
+    main_usage_error(capsys, *args.split(), "--model", str(tiny_qwen35), needles=(message,))
     assert not list(tmp_path.glob("**/*.json*"))  # no report, episodes or labels
 
 
@@ -116,6 +147,20 @@ def test_prm_label_checks_model_and_out_before_any_rollout(capsys, tiny_qwen35, 
     monkeypatch.chdir(tmp_path)
     main_usage_error(capsys, "prm", "label", "--env", "count-test", "--model", model or str(tiny_qwen35), "--out", out,
                      needles=(message,))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    ("--rows 0", "--rows 0: give at least 1"),  # wrote an empty labels file
+    ("--k 0", "--k 0: give at least 1"),  # these three failed after the model had loaded
+    ("--candidates 0", "--candidates 0: give at least 1"),
+    ("--chunk 0", "--chunk 0: give at least 1"),
+    ("--temperature 0", "--temperature 0.0: monte_carlo samples candidates and continuations"),  # copies of one reply
+])  # fmt: skip
+def test_prm_label_refuses_counts_below_1_and_greedy_monte_carlo(capsys, tiny_qwen35, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    main_usage_error(capsys, "prm", "label", "--env", "count-test", "--model", str(tiny_qwen35), "--out", "labels.jsonl",
+                     *args.split(), needles=(message,))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -210,10 +255,18 @@ def test_matrl_sun_eval_checks_its_inputs_as_rlplugs_eval_does(capsys, tmp_path,
 # --- rlplugs ckpt -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("damage, message", [
+    ("state", "trainer_state.json is damaged (JSONDecodeError"), ("step", "global_step is 'five', not a step count"),
+    ("weights", "no model weights"), ("shard", "checkpoint-5: model.safetensors is damaged ("),
+])  # fmt: skip
+def test_ckpt_strip_optimizer_refuses_a_checkpoint_no_trainer_could_resume(capsys, tmp_path, damage, message):
+    checkpoint = saved_checkpoint(tmp_path, damage)
+    main_usage_error(capsys, "ckpt", "strip-optimizer", str(checkpoint), needles=(message,))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-5"]  # nothing written
+
+
 def test_ckpt_strip_optimizer_to_a_folder_that_cannot_be_written(capsys, tmp_path):
-    checkpoint = tmp_path / "checkpoint-5"
-    checkpoint.mkdir()
-    (checkpoint / "trainer_state.json").write_text("{}")
+    checkpoint = saved_checkpoint(tmp_path)
     main_usage_error(capsys, "ckpt", "strip-optimizer", str(checkpoint), "--out", "/proc/x",
                      needles=("cannot write /proc/x", "pass --out in a writable folder"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-5"]

@@ -16,11 +16,21 @@ import pytest
 
 BIN = Path(sys.executable).parent
 
+# a safetensors file cut short: its header promises 16 bytes of tensor data and none follow (the
+# header's length, 55, is the first of 8 little-endian bytes, all below 128, so the file is also text)
+CUT_HEADER = '{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}'
+CUT_SAFETENSORS = chr(len(CUT_HEADER)) + "\0" * 7 + CUT_HEADER
+
 INPUT_FILES = {
     "env-key.yaml": "env: letters-test\nmax_steps: 1\n",
     "malformed.yaml": "environment: letters-test\nenv_args: {rows: 4\n",
     "list.yaml": "- environment: letters-test\n- max_steps: 1\n",
     "zero0.json": '{"zero_optimization": {"stage": 0}}',  # a DeepSpeed config
+    "checkpoint-1/trainer_state.json": '{"global_step": 1, "log_hist',  # a copy cut short
+    "checkpoint-2/trainer_state.json": '{"global_step": 2}',
+    "checkpoint-2/model.safetensors": CUT_SAFETENSORS,
+    "cut-model/config.json": "{}",
+    "cut-model/model.safetensors": CUT_SAFETENSORS,
 }
 
 CASES = [  # (console script, command, arguments, what the one line must say)
@@ -85,6 +95,16 @@ CASES = [  # (console script, command, arguments, what the one line must say)
      "--temperature 0.0: give a value above 0 (GRPO learns from the spread in a group of samples"),
     ("trl", "sft", ["--env", "letters-test", "--model_name_or_path", "{model}", "--learning_rate", "-1"],
      "--learning_rate -1.0: give a value of at least 0"),
+    # Trainer reads the step record only after the model has loaded: a JSON traceback from every process
+    ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--resume_from_checkpoint",
+                     "{tmp}/checkpoint-1"], "checkpoint-1: its trainer_state.json is damaged (JSONDecodeError"),
+    ("rlplugs", "sft", ["--env", "letters-test", "--model_name_or_path", "{model}", "--resume_from_checkpoint",
+                        "{tmp}/checkpoint-9"], "checkpoint-9: no such folder"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--resume_from_checkpoint",
+                         "{tmp}/checkpoint-2"], "checkpoint-2: model.safetensors is damaged ("),
+    # transformers' loader met it inside every process, with a SafetensorError traceback
+    ("trl", "sft", ["--env", "letters-test", "--model_name_or_path", "{tmp}/cut-model"],
+     "cut-model: model.safetensors is damaged ("),
 ]  # fmt: skip
 
 
@@ -116,6 +136,7 @@ def run(script: str, *args: str, env: dict[str, str], cwd: Path) -> subprocess.C
 def test_bad_input_is_one_line_and_exit_2_before_launch(script, command, args, message, tmp_path, tiny_qwen35, gemma2_dir,
                                                        plugin_env):  # fmt: skip
     for name, text in INPUT_FILES.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
     args = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(tiny_qwen35)).replace("{gemma2}", str(gemma2_dir))
             for a in args]  # fmt: skip

@@ -301,6 +301,24 @@ def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, cap
     assert "not components of 'count-test'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--epochs", "0"], "--epochs 0.0: give a value above 0 (or --max_steps N)"),  # saved the untrained head
+    (["--max_length", "0"], "--max_length 0: give a value of at least 1"),  # kept every row whole
+    (["--grad_accum", "0"], "--grad_accum 0: give a value of at least 1"),  # a ZeroDivisionError after loading
+    (["--max_steps", "0"], "--max_steps 0: give at least 1, or -1 to train --epochs passes"),
+])  # fmt: skip
+def test_prm_train_refuses_numbers_out_of_range_before_anything_is_written(tmp_path, tiny_qwen35, capsys, args, message):
+    from rlplugs.tools.cli import USAGE_ERROR, main
+
+    rows = tmp_path / "rows.jsonl"
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    rows.write_text(json.dumps({"messages": chat, "label": 0.5}) + "\n")
+    out = tmp_path / "prm"
+    assert main(["prm", "train", "--data", str(rows), "--model", str(tiny_qwen35), "--out", str(out), *args]) == USAGE_ERROR
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_eval_command_plays_the_outcome_control_of_best_of_n(tmp_path, tiny_qwen35, plugin_env):
     import subprocess
 

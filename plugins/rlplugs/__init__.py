@@ -76,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "check_model_dir": "rlplugs.tools.eval_command",
     "writable_dir": "rlplugs.tools.eval_command",
     "writable_file": "rlplugs.tools.eval_command",
+    "damaged_safetensors": "rlplugs.weights",
     "run_script": "rlplugs.tools.cli",
     "verifiers_export": "rlplugs.adapters.verifiers",
     "UvicornThread": "rlplugs.tools.jsonhttp",

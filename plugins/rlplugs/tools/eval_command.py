@@ -17,6 +17,7 @@ from rich.console import Console
 
 from rlplugs.errors import UsageError
 from rlplugs.registry import get_registry, make_env
+from rlplugs.weights import damaged_safetensors
 
 
 def check_model_dir(value: str, flag: str, markers: tuple[str, ...] = ("config.json", "adapter_config.json")) -> None:
@@ -29,6 +30,8 @@ def check_model_dir(value: str, flag: str, markers: tuple[str, ...] = ("config.j
     if path.is_dir():
         if markers and not any((path / marker).is_file() for marker in markers):
             raise UsageError(f"{flag} {value}: no {wanted} in it; give a Hugging Face model directory or a LoRA adapter's")
+        if damage := damaged_safetensors(path):
+            raise UsageError(f"{flag} {value}: {damage}; save or download the model again")
         return
     if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") > 1:
         raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({wanted} inside)")

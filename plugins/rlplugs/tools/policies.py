@@ -72,8 +72,16 @@ class HFPolicy:
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
-        if batch_size < 1:  # before the model loads; every command's --batch_size/--batch-size ends here
+        # before the model loads; every command's sampling flags end here (generate raised on some only
+        # at the first call, and took a negative temperature as greedy without a word)
+        if batch_size < 1:
             raise UsageError(f"batch size {batch_size}: give at least 1 conversation per generate() call")
+        if temperature < 0:
+            raise UsageError(f"temperature {temperature}: give 0 (greedy) or more")
+        if not 0 < top_p <= 1:
+            raise UsageError(f"top_p {top_p}: give a share of the probability mass above 0 and at most 1")
+        if max_new_tokens < 1:
+            raise UsageError(f"max_new_tokens {max_new_tokens}: give at least 1 token per reply")
         loaded_here = isinstance(model, (str, Path))
         if loaded_here:
             self.name = str(model)

@@ -33,6 +33,7 @@ from rlplugs.envspec import EnvSpec
 from rlplugs.errors import did_you_mean
 from rlplugs.registry import build_named, make_env
 from rlplugs.rewards import RewardComponent
+from rlplugs.weights import damaged_safetensors
 
 
 @dataclass
@@ -269,6 +270,8 @@ def check_model_source(name: str | None) -> None:
     if path.is_dir():
         if not any((path / f).exists() for f in ("config.json", "adapter_config.json")):
             raise LaunchError(f"--model_name_or_path {name} is a directory without a model (no config.json)")
+        if damage := damaged_safetensors(path):
+            raise LaunchError(f"--model_name_or_path {name}: {damage}; save or download the model again")
         return
     if path.exists():
         raise LaunchError(f"--model_name_or_path {name} is a file; pass the model's directory")
@@ -302,6 +305,28 @@ def check_bounds(training_args) -> None:
             raise LaunchError(f"--{name} {value}: give a value {'above' if strict else 'of at least'} {bound}{why}")
 
 
+def check_resume(resume_from_checkpoint: str | None) -> None:
+    """``--resume_from_checkpoint`` names a folder whose step record and weights ``Trainer`` can read:
+    it reads both only after the model has loaded, and a damaged one ends the run there with a
+    traceback from every process."""
+    from transformers import TrainerState
+
+    if resume_from_checkpoint is None:
+        return
+    folder = Path(resume_from_checkpoint)
+    if not folder.is_dir():
+        raise LaunchError(f"--resume_from_checkpoint {folder}: no such folder; give a checkpoint-N folder of a run")
+    try:
+        TrainerState.load_from_json(str(folder / "trainer_state.json"))
+    except FileNotFoundError:
+        raise LaunchError(f"--resume_from_checkpoint {folder}: no trainer_state.json, not a checkpoint-N folder") from None
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise LaunchError(f"--resume_from_checkpoint {folder}: its trainer_state.json is damaged "
+                          f"({type(exc).__name__}: {exc}); resume from another checkpoint-N") from None  # fmt: skip
+    if damage := damaged_safetensors(folder):
+        raise LaunchError(f"--resume_from_checkpoint {folder}: {damage}; resume from another checkpoint-N")
+
+
 def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
     """What a training script would otherwise find only after loading the model: the model
     source and, per command, where the data and rewards come from."""
@@ -311,6 +336,7 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
         raise LaunchError(f"no environment: pass --env NAME (or use stock `trl {command}` without rlplugs)")
     check_model_source(model_args.model_name_or_path)
     check_bounds(training_args)
+    check_resume(training_args.resume_from_checkpoint)
     user_data = bool(dataset_args.datasets or script_args.dataset_name)
     if command == "grpo" and (script_args.reward_funcs or script_args.reward_model_name_or_path):
         raise LaunchError(

@@ -29,7 +29,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerState
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,7 @@ def strip_optimizer(checkpoint: str | os.PathLike[str], out: str | os.PathLike[s
     built in a temporary folder and renamed into place, so ``out`` never exists half-made.
     """
     checkpoint = Path(checkpoint)
-    if not (checkpoint / "trainer_state.json").is_file():
-        raise ResumeError(f"{checkpoint}: no trainer_state.json, not a transformers/TRL checkpoint folder")
+    check_resumable(checkpoint)
     out = Path(out) if out is not None else checkpoint.with_name(f"{checkpoint.name}-fresh-optimizer")
     if out.exists():
         raise ResumeError(f"{out} already exists; remove it or pass another output folder")
@@ -78,6 +77,44 @@ def strip_optimizer(checkpoint: str | os.PathLike[str], out: str | os.PathLike[s
         raise
     log.info("weights-only copy of %s at %s (dropped %s)", checkpoint, out, dropped or "nothing")
     return out
+
+
+def check_resumable(checkpoint: Path) -> None:
+    """Refuse a checkpoint ``Trainer`` could not resume from, before anything is written: a step
+    count that does not parse, no model weights in a place ``Trainer`` looks (the same places as
+    transformers' own resume), or a safetensors file whose header does not match its size (a copy
+    cut short). Resuming from any of them would fail only after the model and data had loaded."""
+    from rlplugs import damaged_safetensors
+
+    state = checkpoint / "trainer_state.json"
+    if not state.is_file():
+        raise ResumeError(f"{checkpoint}: no trainer_state.json, not a transformers/TRL checkpoint folder")
+    try:
+        step = TrainerState.load_from_json(str(state)).global_step
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise ResumeError(f"{state} is damaged ({type(exc).__name__}: {exc}); resume from another checkpoint-N") from None
+    if not isinstance(step, int):  # the LR schedule is stepped to it
+        raise ResumeError(f"{state}: global_step is {step!r}, not a step count; resume from another checkpoint-N")
+    folders = [checkpoint, *(p for p in sorted(checkpoint.iterdir()) if p.is_dir())]  # adapters may sit in subfolders
+    if not any(_holds_weights(folder) for folder in folders):
+        raise ResumeError(f"{checkpoint}: no model weights (model.safetensors, pytorch_model.bin, an adapter or an "
+                          "FSDP/DeepSpeed model state); resume from a checkpoint-N the trainer saved whole")
+    for folder in folders:
+        if damage := damaged_safetensors(folder):
+            raise ResumeError(f"{folder}: {damage}; resume from another checkpoint-N")
+
+
+def _holds_weights(folder: Path) -> bool:
+    """Whether ``folder`` holds what transformers' ``Trainer`` loads weights from on resume: full or
+    sharded weights, a PEFT adapter, an FSDP model state, or a DeepSpeed ``global_step*`` folder."""
+    from accelerate.utils.constants import FSDP_MODEL_NAME
+    from transformers.utils import (ADAPTER_SAFE_WEIGHTS_NAME, ADAPTER_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME,
+                                    SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME)  # fmt: skip
+
+    names = (WEIGHTS_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_INDEX_NAME, ADAPTER_WEIGHTS_NAME,
+             ADAPTER_SAFE_WEIGHTS_NAME, f"{FSDP_MODEL_NAME}.bin")  # fmt: skip
+    return (any((folder / name).is_file() for name in names) or FSDP_MODEL_NAME in folder.name
+            or folder.name.startswith("global_step"))  # fmt: skip
 
 
 def _link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:

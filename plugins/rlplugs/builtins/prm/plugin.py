@@ -162,18 +162,21 @@ def _add_dataclass_arguments(parser: argparse.ArgumentParser, config_cls: type) 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from rlplugs import UsageError
+    from rlplugs import UsageError, check_model_dir, writable_dir
     from rlplugs.builtins.prm.labels import load_rows
     from rlplugs.builtins.prm.train import PRMTrainConfig, train_prm
 
+    names = {f.name for f in dataclasses.fields(PRMTrainConfig)}
     try:  # bad input is a one-line usage error, before any model is loaded
+        config = PRMTrainConfig(**{k: v for k, v in vars(args).items() if k in names})
         load_rows(args.data)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     if not Path(args.model).is_dir():
         raise UsageError(f"--model {args.model} is not a checkpoint directory")
-    names = {f.name for f in dataclasses.fields(PRMTrainConfig)}
-    out = train_prm(PRMTrainConfig(**{k: v for k, v in vars(args).items() if k in names}))
+    check_model_dir(args.model, "--model")  # a model's files in it, whole
+    writable_dir(args.out, "--out")  # before training: the PRM is saved there at the end
+    out = train_prm(config)
     log.warning("PRM saved to %s", out)
     return 0
 
@@ -193,6 +196,12 @@ def cmd_label(args: argparse.Namespace) -> int:
     )
     from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
 
+    for flag in ("rows", "k", "candidates", "chunk"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag} {getattr(args, flag)}: give at least 1")
+    if args.method == "monte_carlo" and args.temperature <= 0:
+        raise UsageError(f"--temperature {args.temperature}: monte_carlo samples candidates and continuations, and "
+                         "greedy ones are copies of one reply; give a temperature above 0 or --method outcome")
     check_model_dir(args.model, "--model")  # both before any rollout: labels are minutes of GPU work
     writable_file(args.out, "--out")
     spec = make_env(args.env, parse_json_options(args.env_args, "--env_args"))

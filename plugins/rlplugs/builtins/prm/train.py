@@ -38,6 +38,18 @@ class PRMTrainConfig:
     bf16: bool = field(default=False, metadata={"help": "train in bfloat16 mixed precision (GPU)"})
     seed: int = field(default=0, metadata={"help": "random seed"})
 
+    def __post_init__(self) -> None:
+        """Numbers out of range fail here, before the model loads. Trainer raised on some only after
+        loading it, and took others without a word: ``epochs 0`` saved the untrained head as a PRM,
+        ``max_length 0`` kept every row whole."""
+        for name, low in (("lora_r", 1), ("learning_rate", 0), ("batch_size", 1), ("grad_accum", 1), ("max_length", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"--{name} {getattr(self, name)}: give a value of at least {low}")
+        if self.max_steps != -1 and self.max_steps < 1:
+            raise ValueError(f"--max_steps {self.max_steps}: give at least 1, or -1 to train --epochs passes")
+        if self.max_steps == -1 and self.epochs <= 0:
+            raise ValueError(f"--epochs {self.epochs}: give a value above 0 (or --max_steps N)")
+
 
 def train_prm(config: PRMTrainConfig) -> Path:
     """Train a PRM on ``config.data`` and save it to ``config.out``; returns the output directory."""
