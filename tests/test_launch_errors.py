@@ -28,6 +28,7 @@ INPUT_FILES = {
     "zero0.json": '{"zero_optimization": {"stage": 0}}',  # a DeepSpeed config
     "checkpoint-1/trainer_state.json": '{"global_step": 1, "log_hist',  # a copy cut short
     "checkpoint-2/trainer_state.json": '{"global_step": 2}',
+    "checkpoint-3/trainer_state.json": '{"global_step": 3}',  # and no weights
     "checkpoint-2/model.safetensors": CUT_SAFETENSORS,
     "cut-model/config.json": "{}",
     "cut-model/model.safetensors": CUT_SAFETENSORS,
@@ -102,6 +103,8 @@ CASES = [  # (console script, command, arguments, what the one line must say)
                         "{tmp}/checkpoint-9"], "checkpoint-9: no such folder"),
     ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--resume_from_checkpoint",
                          "{tmp}/checkpoint-2"], "checkpoint-2: model.safetensors is damaged ("),
+    ("trl", "sft", ["--env", "letters-test", "--model_name_or_path", "{model}", "--resume_from_checkpoint",
+                    "{tmp}/checkpoint-3"], "checkpoint-3: no model weights (model.safetensors, pytorch_model.bin"),
     # transformers' loader met it inside every process, with a SafetensorError traceback
     ("trl", "sft", ["--env", "letters-test", "--model_name_or_path", "{tmp}/cut-model"],
      "cut-model: model.safetensors is damaged ("),

@@ -33,7 +33,7 @@ from rlplugs.envspec import EnvSpec
 from rlplugs.errors import did_you_mean
 from rlplugs.registry import build_named, make_env
 from rlplugs.rewards import RewardComponent
-from rlplugs.weights import damaged_safetensors
+from rlplugs.weights import damaged_safetensors, holds_weights
 
 
 @dataclass
@@ -323,6 +323,10 @@ def check_resume(resume_from_checkpoint: str | None) -> None:
     except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
         raise LaunchError(f"--resume_from_checkpoint {folder}: its trainer_state.json is damaged "
                           f"({type(exc).__name__}: {exc}); resume from another checkpoint-N") from None  # fmt: skip
+    if not holds_weights(folder):
+        raise LaunchError(f"--resume_from_checkpoint {folder}: no model weights (model.safetensors, pytorch_model.bin, "
+                          "an adapter or an FSDP/DeepSpeed model state); resume from a checkpoint-N the trainer saved "
+                          "whole")  # fmt: skip
     if damage := damaged_safetensors(folder):
         raise LaunchError(f"--resume_from_checkpoint {folder}: {damage}; resume from another checkpoint-N")
 

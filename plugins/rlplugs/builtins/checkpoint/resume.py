@@ -84,7 +84,7 @@ def check_resumable(checkpoint: Path) -> None:
     count that does not parse, no model weights in a place ``Trainer`` looks (the same places as
     transformers' own resume), or a safetensors file whose header does not match its size (a copy
     cut short). Resuming from any of them would fail only after the model and data had loaded."""
-    from rlplugs import damaged_safetensors
+    from rlplugs import damaged_safetensors, holds_weights
 
     state = checkpoint / "trainer_state.json"
     if not state.is_file():
@@ -95,26 +95,12 @@ def check_resumable(checkpoint: Path) -> None:
         raise ResumeError(f"{state} is damaged ({type(exc).__name__}: {exc}); resume from another checkpoint-N") from None
     if not isinstance(step, int):  # the LR schedule is stepped to it
         raise ResumeError(f"{state}: global_step is {step!r}, not a step count; resume from another checkpoint-N")
-    folders = [checkpoint, *(p for p in sorted(checkpoint.iterdir()) if p.is_dir())]  # adapters may sit in subfolders
-    if not any(_holds_weights(folder) for folder in folders):
+    if not holds_weights(checkpoint):
         raise ResumeError(f"{checkpoint}: no model weights (model.safetensors, pytorch_model.bin, an adapter or an "
                           "FSDP/DeepSpeed model state); resume from a checkpoint-N the trainer saved whole")
-    for folder in folders:
+    for folder in [checkpoint, *(p for p in sorted(checkpoint.iterdir()) if p.is_dir())]:  # adapters in subfolders
         if damage := damaged_safetensors(folder):
             raise ResumeError(f"{folder}: {damage}; resume from another checkpoint-N")
-
-
-def _holds_weights(folder: Path) -> bool:
-    """Whether ``folder`` holds what transformers' ``Trainer`` loads weights from on resume: full or
-    sharded weights, a PEFT adapter, an FSDP model state, or a DeepSpeed ``global_step*`` folder."""
-    from accelerate.utils.constants import FSDP_MODEL_NAME
-    from transformers.utils import (ADAPTER_SAFE_WEIGHTS_NAME, ADAPTER_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME,
-                                    SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME)  # fmt: skip
-
-    names = (WEIGHTS_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_INDEX_NAME, ADAPTER_WEIGHTS_NAME,
-             ADAPTER_SAFE_WEIGHTS_NAME, f"{FSDP_MODEL_NAME}.bin")  # fmt: skip
-    return (any((folder / name).is_file() for name in names) or FSDP_MODEL_NAME in folder.name
-            or folder.name.startswith("global_step"))  # fmt: skip
 
 
 def _link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
