@@ -77,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "writable_dir": "rlplugs.tools.eval_command",
     "writable_file": "rlplugs.tools.eval_command",
     "damaged_safetensors": "rlplugs.weights",
-    "holds_weights": "rlplugs.weights",
+    "unresumable": "rlplugs.weights",
     "run_script": "rlplugs.tools.cli",
     "verifiers_export": "rlplugs.adapters.verifiers",
     "UvicornThread": "rlplugs.tools.jsonhttp",

@@ -39,3 +39,31 @@ def holds_weights(folder: Path) -> bool:
     subfolders = [p for p in folder.iterdir() if p.is_dir()]
     return any((where / name).is_file() for where in [folder, *subfolders] for name in names) or any(
         FSDP_MODEL_NAME in p.name or p.name.startswith("global_step") for p in subfolders)
+
+
+def unresumable(checkpoint: Path) -> str | None:
+    """Why ``Trainer`` could not resume from ``checkpoint`` (``None`` when it could): no folder, a step
+    record that is missing, does not parse or holds no step count, no weights, or a safetensors file
+    cut short (in the folder or an adapter's subfolder). Resume meets each only after the model loaded."""
+    from transformers import TrainerState
+
+    if not checkpoint.is_dir():
+        return f"{checkpoint}: no such folder; give a checkpoint-N folder of a run"
+    state = checkpoint / "trainer_state.json"
+    if not state.is_file():
+        return f"{checkpoint}: no trainer_state.json, not a checkpoint-N folder"
+    try:
+        step = TrainerState.load_from_json(str(state)).global_step
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        return (f"{checkpoint}: its trainer_state.json is damaged ({type(exc).__name__}: {exc}); resume from another "
+                "checkpoint-N")
+    if not isinstance(step, int):  # the LR schedule is stepped to it
+        return (f"{checkpoint}: its trainer_state.json's global_step is {step!r}, not a step count; resume from "
+                "another checkpoint-N")
+    if not holds_weights(checkpoint):
+        return (f"{checkpoint}: no model weights (model.safetensors, pytorch_model.bin, an adapter or an "
+                "FSDP/DeepSpeed model state); resume from a checkpoint-N the trainer saved whole")
+    for folder in [checkpoint, *(p for p in sorted(checkpoint.iterdir()) if p.is_dir())]:
+        if damage := damaged_safetensors(folder):
+            return f"{folder}: {damage}; resume from another checkpoint-N"
+    return None

@@ -33,7 +33,7 @@ from rlplugs.envspec import EnvSpec
 from rlplugs.errors import did_you_mean
 from rlplugs.registry import build_named, make_env
 from rlplugs.rewards import RewardComponent
-from rlplugs.weights import damaged_safetensors, holds_weights
+from rlplugs.weights import damaged_safetensors, unresumable
 
 
 @dataclass
@@ -306,29 +306,11 @@ def check_bounds(training_args) -> None:
 
 
 def check_resume(resume_from_checkpoint: str | None) -> None:
-    """``--resume_from_checkpoint`` names a folder whose step record and weights ``Trainer`` can read:
-    it reads both only after the model has loaded, and a damaged one ends the run there with a
+    """``--resume_from_checkpoint`` names a folder ``Trainer`` can resume from: it reads the step record
+    and the weights only after the model has loaded, and a damaged one ends the run there with a
     traceback from every process."""
-    from transformers import TrainerState
-
-    if resume_from_checkpoint is None:
-        return
-    folder = Path(resume_from_checkpoint)
-    if not folder.is_dir():
-        raise LaunchError(f"--resume_from_checkpoint {folder}: no such folder; give a checkpoint-N folder of a run")
-    try:
-        TrainerState.load_from_json(str(folder / "trainer_state.json"))
-    except FileNotFoundError:
-        raise LaunchError(f"--resume_from_checkpoint {folder}: no trainer_state.json, not a checkpoint-N folder") from None
-    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
-        raise LaunchError(f"--resume_from_checkpoint {folder}: its trainer_state.json is damaged "
-                          f"({type(exc).__name__}: {exc}); resume from another checkpoint-N") from None  # fmt: skip
-    if not holds_weights(folder):
-        raise LaunchError(f"--resume_from_checkpoint {folder}: no model weights (model.safetensors, pytorch_model.bin, "
-                          "an adapter or an FSDP/DeepSpeed model state); resume from a checkpoint-N the trainer saved "
-                          "whole")  # fmt: skip
-    if damage := damaged_safetensors(folder):
-        raise LaunchError(f"--resume_from_checkpoint {folder}: {damage}; resume from another checkpoint-N")
+    if resume_from_checkpoint is not None and (reason := unresumable(Path(resume_from_checkpoint))):
+        raise LaunchError(f"--resume_from_checkpoint {reason}")
 
 
 def check_training_inputs(command: str, parsed: ParsedTraining) -> None:

@@ -29,7 +29,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from transformers import TrainerCallback, TrainerState
+from transformers import TrainerCallback
 
 log = logging.getLogger(__name__)
 
@@ -80,27 +80,12 @@ def strip_optimizer(checkpoint: str | os.PathLike[str], out: str | os.PathLike[s
 
 
 def check_resumable(checkpoint: Path) -> None:
-    """Refuse a checkpoint ``Trainer`` could not resume from, before anything is written: a step
-    count that does not parse, no model weights in a place ``Trainer`` looks (the same places as
-    transformers' own resume), or a safetensors file whose header does not match its size (a copy
-    cut short). Resuming from any of them would fail only after the model and data had loaded."""
-    from rlplugs import damaged_safetensors, holds_weights
+    """Refuse, before anything is written, a checkpoint ``Trainer`` could not resume from
+    (:func:`rlplugs.unresumable` says why)."""
+    from rlplugs import unresumable
 
-    state = checkpoint / "trainer_state.json"
-    if not state.is_file():
-        raise ResumeError(f"{checkpoint}: no trainer_state.json, not a transformers/TRL checkpoint folder")
-    try:
-        step = TrainerState.load_from_json(str(state)).global_step
-    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
-        raise ResumeError(f"{state} is damaged ({type(exc).__name__}: {exc}); resume from another checkpoint-N") from None
-    if not isinstance(step, int):  # the LR schedule is stepped to it
-        raise ResumeError(f"{state}: global_step is {step!r}, not a step count; resume from another checkpoint-N")
-    if not holds_weights(checkpoint):
-        raise ResumeError(f"{checkpoint}: no model weights (model.safetensors, pytorch_model.bin, an adapter or an "
-                          "FSDP/DeepSpeed model state); resume from a checkpoint-N the trainer saved whole")
-    for folder in [checkpoint, *(p for p in sorted(checkpoint.iterdir()) if p.is_dir())]:  # adapters in subfolders
-        if damage := damaged_safetensors(folder):
-            raise ResumeError(f"{folder}: {damage}; resume from another checkpoint-N")
+    if reason := unresumable(checkpoint):
+        raise ResumeError(reason)
 
 
 def _link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
