@@ -112,10 +112,15 @@ def test_eval_prm_that_does_not_exist(capsys, tiny_qwen35, tmp_path):
                      needles=("prm: '/nonexistent/prm' is not a directory", "rlplugs prm train"))
 
 
-def test_eval_rows_zero_is_refused(capsys, tmp_path):
-    main_usage_error(capsys, "eval", "--env", "count-test", "--policy", "reference", "--rows", "0", "--out", str(tmp_path),
-                     needles=("rows: Input should be greater than or equal to 1",))
-    assert not (tmp_path / "report.json").exists()
+@pytest.mark.parametrize("flag, value, message", [
+    ("--rows", "0", "--rows 0: give at least 1"),
+    ("--samples", "0", "--samples 0: give at least 1"),  # named the protocol's samples_per_row, not the flag
+    ("--render", "-1", "--render -1: give at least 0"),  # taken without a word
+])  # fmt: skip
+def test_eval_counts_out_of_range_are_refused(capsys, tmp_path, flag, value, message):
+    main_usage_error(capsys, "eval", "--env", "count-test", "--policy", "reference", flag, value,
+                     "--out", str(tmp_path / "ev"), needles=(message,))
+    assert not (tmp_path / "ev").exists()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -131,8 +136,16 @@ def test_sampling_numbers_out_of_range_are_refused_before_the_model_loads(capsys
                                                                           args, message):  # fmt: skip
     """Every command that generates builds its policy the same way, and the policy checks them first."""
     monkeypatch.chdir(tmp_path)
-    main_usage_error(capsys, *args.split(), "--model", str(tiny_qwen35), needles=(message,))
+    line = main_usage_error(capsys, *args.split(), "--model", str(tiny_qwen35), needles=(message,))
+    assert "cannot load" not in line  # the number is wrong, not the model
     assert not list(tmp_path.glob("**/*.json*"))  # no report, episodes or labels
+
+
+def test_policy_numbers_out_of_range_are_value_errors_for_library_callers(tiny_qwen35):
+    from rlplugs import HFPolicy
+
+    with pytest.raises(ValueError, match="top_p 0: give a share of the probability mass above 0"):
+        HFPolicy(tiny_qwen35, top_p=0)
 
 
 # --- rlplugs prm label: minutes of rollouts, so the model and the output are checked first ----------
@@ -169,7 +182,7 @@ def test_prm_label_refuses_counts_below_1_and_greedy_monte_carlo(capsys, tiny_qw
 
 @pytest.mark.parametrize("args, message", [
     ("collect --games wordl", "--games: unknown game 'wordl' (did you mean 'wordle'?)"),
-    ("collect --games wordle --episodes 0", "--episodes 0: play at least 1 episode per game"),
+    ("collect --games wordle --episodes 0", "--episodes 0: give at least 1"),
     ("collect --games wordle --seats single --seat critic", "--seat critic: none of wordle has that seat"),
     ("sft-data --runs . --out .", "--out . is a directory; give the file to write"),
     ("sft-data --runs /nonexistent --out won.jsonl", "no run directory /nonexistent"),
@@ -242,7 +255,9 @@ def test_matrl_prompt_csv_without_a_cif_column(tmp_path):
     "args, message",
     [(["--split", "nosuch"], "env 'matrl' has no split 'nosuch'"),
      (["--env_args", '{"eval_rowz": 2}'], "'eval_rowz' (did you mean 'eval_rows'"),
-     (["--model", "/nonexistent"], "--model /nonexistent: no such directory")],
+     (["--model", "/nonexistent"], "--model /nonexistent: no such directory"),
+     (["--rollouts", "0"], "--rollouts 0: give at least 1"),  # named the protocol's samples_per_row
+     (["--render", "-1"], "--render -1: give at least 0")],
 )
 def test_matrl_sun_eval_checks_its_inputs_as_rlplugs_eval_does(capsys, tmp_path, args, message):
     """``sun-eval`` is ``rlplugs eval`` with matrl's options (one function, ``rlplugs.run_eval``):

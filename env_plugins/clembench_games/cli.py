@@ -68,14 +68,13 @@ def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, spl
 def _cmd_collect(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs import HFPolicy, check_model_dir, one_line, writable_dir
+    from rlplugs import HFPolicy, check_counts, check_model_dir, one_line, writable_dir
 
     try:
         games = list(ClembenchGamesConfig(games=tuple(args.games)).games)
     except ValidationError as exc:
         raise UsageError(f"--{one_line(exc)}") from None  # the field is games: "--games: unknown game ..."
-    if args.episodes < 1:
-        raise UsageError(f"--episodes {args.episodes}: play at least 1 episode per game")
+    check_counts(args, episodes=1)
     if args.seat:
         seats = sorted({s for g in games for s in GAMES[g].seats})
         if args.seat not in seats:

@@ -122,10 +122,11 @@ def _serve_on_ray(args: argparse.Namespace, options, console) -> int:
 
 
 def _sun_eval(args: argparse.Namespace) -> int:
-    from rlplugs import UsageError, parse_json_options, run_eval
+    from rlplugs import UsageError, check_counts, parse_json_options, run_eval
 
     from matrl.tasks import TASK_KINDS
 
+    check_counts(args, rollouts=1, rows=1, render=0)
     options = parse_json_options(args.env_args, "--env_args") or {}
     if args.track != "all":
         if args.track not in TASK_KINDS:

@@ -9,6 +9,7 @@ library caller would expect (``LookupError``, ``ValueError``, ``ModuleNotFoundEr
 
 from __future__ import annotations
 
+import argparse
 import difflib
 from collections.abc import Iterable
 
@@ -71,3 +72,13 @@ def did_you_mean(names: Iterable[str], known: Iterable[str], n: int = 3) -> str:
         hint = closest(name, known, n=n)
         parts.append(f"'{name}'" + (f" (did you mean {' or '.join(repr(h) for h in hint)}?)" if hint else ""))
     return ", ".join(parts)
+
+
+def check_counts(args: argparse.Namespace, **minimums: int) -> None:
+    """Refuse a count flag below its minimum (``check_counts(args, rows=1, render=0)``) before any
+    work starts: argparse's ``type=int`` takes ``--rows 0`` or ``--render -1``, which left an empty
+    result, or failed minutes later under a name the user never typed. An unset flag (None) passes."""
+    for name, minimum in minimums.items():
+        value = getattr(args, name)
+        if value is not None and value < minimum:
+            raise UsageError(f"--{name} {value}: give at least {minimum}")

@@ -29,7 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rlplugs.config import parse_json_options
-from rlplugs.errors import UsageError
+from rlplugs.errors import UsageError, check_counts
 from rlplugs.registry import get_registry, make_env
 
 #: Subcommands whose arguments all belong to the TRL launcher (parsed there, not here).
@@ -155,6 +155,7 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from rlplugs.tools.eval_command import run_eval
 
+    check_counts(args, rows=1, samples=1, render=0)
     run_eval(
         args.env, args.out, env_args=parse_env_args(args.env_args), split=args.split, model=args.model,
         policy=args.policy, tokenizer=args.tokenizer, rows=args.rows, samples=args.samples,

@@ -134,6 +134,8 @@ def run_eval(
                 max_new_tokens=protocol.max_new_tokens, enable_thinking=protocol.enable_thinking, seed=seed,
                 batch_size=batch_size, compile_generation=compile_generation, dtype=dtype,
             )  # fmt: skip
+        except UsageError:  # a sampling number out of range, said as it is
+            raise
         except (OSError, ValueError) as exc:  # e.g. a hub id that is neither cached nor reachable
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"--model {model}: cannot load it ({first})") from exc

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from rlplugs.episode import Message
-from rlplugs.errors import UsageError
+from rlplugs.errors import InvalidOptionsError
 
 
 class Reply(str):
@@ -75,13 +75,13 @@ class HFPolicy:
         # before the model loads; every command's sampling flags end here (generate raised on some only
         # at the first call, and took a negative temperature as greedy without a word)
         if batch_size < 1:
-            raise UsageError(f"batch size {batch_size}: give at least 1 conversation per generate() call")
+            raise InvalidOptionsError(f"batch size {batch_size}: give at least 1 conversation per generate() call")
         if temperature < 0:
-            raise UsageError(f"temperature {temperature}: give 0 (greedy) or more")
+            raise InvalidOptionsError(f"temperature {temperature}: give 0 (greedy) or more")
         if not 0 < top_p <= 1:
-            raise UsageError(f"top_p {top_p}: give a share of the probability mass above 0 and at most 1")
+            raise InvalidOptionsError(f"top_p {top_p}: give a share of the probability mass above 0 and at most 1")
         if max_new_tokens < 1:
-            raise UsageError(f"max_new_tokens {max_new_tokens}: give at least 1 token per reply")
+            raise InvalidOptionsError(f"max_new_tokens {max_new_tokens}: give at least 1 token per reply")
         loaded_here = isinstance(model, (str, Path))
         if loaded_here:
             self.name = str(model)

@@ -287,21 +287,22 @@ def check_model_source(name: str | None) -> None:
 
 
 #: TRL options whose out-of-range values TRL meets only inside the launched processes (a traceback
-#: from the sampler, the optimizer or generate): (option, bound, whether the bound itself is out, why).
+#: from the sampler, the optimizer or generate): (option, bound, whether the bound itself is out).
 BOUNDS = (
-    ("per_device_train_batch_size", 1, False, ""), ("gradient_accumulation_steps", 1, False, ""),
-    ("learning_rate", 0, False, ""), ("max_completion_length", 1, False, ""),
-    # transformers' generate refuses 0; vLLM takes it as greedy, and a group of one prompt's greedy
-    # completions has no reward spread, so GRPO learns nothing from it
-    ("temperature", 0, True,
-     " (GRPO learns from the spread in a group of samples; for near-greedy sampling give e.g. 0.1)"),
+    ("per_device_train_batch_size", 1, False), ("gradient_accumulation_steps", 1, False),
+    ("learning_rate", 0, False), ("max_completion_length", 1, False), ("temperature", 0, True),
 )  # fmt: skip
+#: Why a bound holds, where the number alone does not say it. Temperature: transformers' generate
+#: refuses 0; vLLM takes it as greedy, and a group of one prompt's greedy completions has no reward
+#: spread, so GRPO learns nothing from it.
+BOUND_REASONS = {"temperature": "GRPO learns from the spread in a group of samples; for near-greedy sampling give e.g. 0.1"}
 
 
 def check_bounds(training_args) -> None:
-    for name, bound, strict, why in BOUNDS:
+    for name, bound, strict in BOUNDS:
         value = getattr(training_args, name, None)  # max_completion_length and temperature are GRPO's
         if value is not None and (value <= bound if strict else value < bound):
+            why = f" ({BOUND_REASONS[name]})" if name in BOUND_REASONS else ""
             raise LaunchError(f"--{name} {value}: give a value {'above' if strict else 'of at least'} {bound}{why}")
 
 

@@ -187,6 +187,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     from rlplugs import (
         HFPolicy,
         UsageError,
+        check_counts,
         check_model_dir,
         make_env,
         parse_json_options,
@@ -196,9 +197,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     )
     from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
 
-    for flag in ("rows", "k", "candidates", "chunk"):
-        if getattr(args, flag) < 1:
-            raise UsageError(f"--{flag} {getattr(args, flag)}: give at least 1")
+    check_counts(args, rows=1, k=1, candidates=1, chunk=1)
     if args.method == "monte_carlo" and args.temperature <= 0:
         raise UsageError(f"--temperature {args.temperature}: monte_carlo samples candidates and continuations, and "
                          "greedy ones are copies of one reply; give a temperature above 0 or --method outcome")
