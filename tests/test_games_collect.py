@@ -102,8 +102,23 @@ def test_score_names_an_episode_file_cut_off_mid_write_and_changes_nothing(run, 
     assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.parametrize("content, problem", [
+    ([{"game": "wordle"}], "no game, turns, metrics"),  # JSON, but no record: it was skipped without a word
+    ({"game": "wordle", "metrics": {}}, "no turns"),
+])  # fmt: skip
+def test_score_names_a_json_file_that_is_no_episode_record(run, capsys, tmp_path, content, problem):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    odd = copy / "wordle_withcritic" / "stray.json"
+    odd.write_text(json.dumps(content))
+    capsys.readouterr()
+    assert main(["games", "score", "--runs", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert f"{odd}: not a readable episode record ({problem})" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_a_fault_no_check_foresaw_is_one_line_and_its_traceback_is_behind_v(capsys, tmp_path):
-    (tmp_path / "episode.json").write_text(json.dumps({"turns": [], "metrics": {}}))  # no game, instance, ...
+    (tmp_path / "episode.json").write_text(json.dumps({"game": "wordle", "turns": [], "metrics": {}}))  # no Aborted, ...
     capsys.readouterr()
     assert main(["games", "score", "--runs", str(tmp_path)]) == 1
     err = capsys.readouterr().err

@@ -62,7 +62,7 @@ except ImportError:  # clemcore 3.6 (run from a separate venv, see the README): 
 
 from rlplugs import Policy, UsageError, did_you_mean
 
-from clembench_games.transcripts import save_episode, write_index
+from clembench_games.transcripts import CLEM_RESULTS, save_episode, write_index
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +320,7 @@ def run_games(checkout: Path, games: list[str], policy: Policy | Mapping[str, Po
     named: Mapping[str, Callable] = policy if isinstance(policy, Mapping) else {model_name: policy}
     plans = plan_run(checkout, games, out, experiments=experiments, instances=instances, limit=limit, models=len(named))
     models = [PolicyModel(p, name) for name, p in named.items()]
-    callbacks = results_callbacks(out / "clem-results", models)
+    callbacks = results_callbacks(out / CLEM_RESULTS, models)
     run = ClemRun()
     for game, plan in plans.items():
         with load_game(plan.spec) as bench:

@@ -19,6 +19,15 @@ from rlplugs import UsageError
 
 from clembench_games.scoring import clem_table
 
+#: The folder of a run where ``games clem`` lets clemcore write its own results tree (its JSON files
+#: are clemcore's, not episode records).
+CLEM_RESULTS = "clem-results"
+#: The other JSON files our commands write beside records: a run's clemscore table (``games
+#: collect``) and an evaluation's report (``rlplugs eval --env clembench-games``, whose renders are records).
+NOT_RECORDS = ("scores.json", "report.json")
+#: What every episode record has, and what scoring and the SFT data read.
+RECORD_KEYS = ("game", "turns", "metrics")
+
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
 .turn{border-radius:8px;padding:.6rem .9rem;margin:.6rem 0;white-space:pre-wrap;font-family:ui-monospace,monospace}
 .prompt{background:#f1f3f5}.reply{background:#e7f5ff;margin-left:3rem}.abort{background:#ffe3e3}.seat{font-weight:bold;font-family:system-ui}table{border-collapse:collapse}
@@ -39,18 +48,25 @@ def save_episode(out: Path, record: dict[str, Any], index: int) -> Path:
 
 
 def load_records(runs: Path) -> Iterator[dict[str, Any]]:
-    """Every episode record under ``runs`` (recursively). A JSON file that cannot be read stops the
-    whole load with its path named: skipping it would score a run without one of its episodes."""
+    """Every episode record under ``runs`` (recursively). Any other JSON file there, one that cannot
+    be read or is no record, stops the whole load with its path named: skipping it would score a run
+    without one of its episodes. Not read: :data:`NOT_RECORDS` and clemcore's own tree."""
     for path in sorted(Path(runs).rglob("*.json")):
-        if path.name == "scores.json":
+        if path.name in NOT_RECORDS or CLEM_RESULTS in path.relative_to(runs).parts:
             continue
         try:
             rec = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path}: not a readable episode record ({exc}); play that episode again "
-                             f"or move the file out of the run folder") from None
-        if isinstance(rec, dict) and "turns" in rec and "metrics" in rec:
-            yield rec
+            raise _not_a_record(path, str(exc)) from None
+        missing = [k for k in RECORD_KEYS if not isinstance(rec, dict) or k not in rec]
+        if missing:
+            raise _not_a_record(path, f"no {', '.join(missing)}")
+        yield rec
+
+
+def _not_a_record(path: Path, problem: str) -> UsageError:
+    return UsageError(f"{path}: not a readable episode record ({problem}); play that episode again "
+                      "or move the file out of the run folder")
 
 
 def episode_html(record: dict[str, Any]) -> str:
