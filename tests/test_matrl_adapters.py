@@ -72,3 +72,18 @@ def test_verifiers_env_plays_sibling_attempts_scored_as_a_group(tmp_path, monkey
         assert trace.rewards["unique"].score == 0.5  # the siblings submitted the same crystal
         assert trace.rewards["group_diversity"].score == 0.0
     assert vf is not None
+
+
+def test_verifiers_taskset_config_checks_matrl_options_but_reaches_no_service_while_parsing():
+    """prime-rl and verifiers validate ``[env.taskset]`` wherever they read the TOML, maybe before the
+    judge service is up: the env's own checks run there (a malformed URL, an unknown judge), the
+    one that waits for the service (up to 30 s) runs when the tasks are built (the env's build
+    refusing that URL: ``test_cli_errors``' preflight case)."""
+    pytest.importorskip("verifiers.v1")
+    from verifiers.v1.utils import loaders
+
+    config_type = loaders.taskset_config_type("matrl")
+    closed = "http://127.0.0.1:9"  # the discard port: nothing listens
+    assert config_type(id="matrl", judge_url=closed).judge_url == closed
+    with pytest.raises(ValueError, match="'ftp://judges' is not an http"):
+        config_type(id="matrl", judge_url="ftp://judges")

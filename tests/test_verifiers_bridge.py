@@ -253,6 +253,8 @@ def test_optional_tuple_options_and_optional_nested_options_take_json_lists():
         ("games", "wordle", "Input should be a valid tuple"),
         ("rule-options.taboo-stopwords", '["a",', "taboo_stopwords: '[\"a\",' is not a JSON list"),  # nested
         ("split", "tset", "Input should be 'train', 'validation' or 'test' (got 'tset')"),
+        # the env's own validator: a traceback when the tasks loaded
+        ("games", '["wordl"]', "invalid 'clembench-games' options: games: unknown game 'wordl' (did you mean 'wordle'?)"),
     ],
 )
 def test_a_bad_option_on_the_vf_eval_command_line_is_verifiers_config_error(flag, value, shown, tmp_path):

@@ -12,11 +12,11 @@ import threading
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
 import rlplugs
 from matrl.datafiles import MEGNET_BANDGAP
-from rlplugs import EnvSpec, EvalProtocol, Registration, RetryPolicy, Sample, StrictConfig
+from rlplugs import EnvSpec, EvalProtocol, Registration, RetryPolicy, Sample, StrictConfig, only_parsing
 
 
 #: How a judge relaxes a structure; the env's own judges and the judge service (``JudgeOptions``) take both.
@@ -115,9 +115,12 @@ class MatrlConfig(StrictConfig):
 
     @field_validator("judge_url")
     @classmethod
-    def _judge_service_answers(cls, value):
+    def _judge_service_answers(cls, value, info: ValidationInfo):
         if value is not None:
-            check_judge_service(value)
+            if not value.startswith(("http://", "https://")):
+                raise ValueError(f"{value!r} is not an http(s) URL; give e.g. http://127.0.0.1:8765")
+            if not only_parsing(info):  # a trainer may parse its TOML before the service is up
+                check_judge_service(value)
         return value
 
 
@@ -141,8 +144,6 @@ def check_judge_service(url: str, wait_s: float = 30.0) -> None:
     from matrl.judge_client import wait_for_service
     from matrl.judges import JudgeUnavailable
 
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"{url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8765")
     try:
         with httpx.Client(base_url=url, timeout=5.0) as http:
             wait_for_service(http, "/health", wait_s, ready=lambda health: health.get("alive") is True)

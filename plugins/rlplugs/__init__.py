@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "validate_options": "rlplugs.config",
     "parse_json_options": "rlplugs.config",
     "one_line": "rlplugs.config",
+    "only_parsing": "rlplugs.config",
     # environments
     "EnvSpec": "rlplugs.envspec",
     "EvalProtocol": "rlplugs.envspec",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo
 
 from rlplugs.errors import InvalidOptionsError, UnknownOptionError, did_you_mean
 
@@ -23,17 +23,26 @@ class StrictConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def validate_options(model: type[M], options: dict[str, Any], owner: str = "") -> M:
-    """``model(**options)`` with errors that say which key is wrong and what was meant."""
+def validate_options(model: type[M], options: dict[str, Any], owner: str = "", *, parsing: bool = False) -> M:
+    """``model(**options)`` with errors that say which key is wrong and what was meant.
+    ``parsing``: a trainer is only reading its config (verifiers and prime-rl validate the taskset
+    options wherever they parse the TOML); validators that reach outside the process, such as a
+    service that must answer, leave that to the build (:func:`only_parsing`)."""
     fields = sorted(model.model_fields)
     unknown = [k for k in options if k not in model.model_fields]
     if unknown:
         raise UnknownOptionError(unknown_options_message(unknown, fields, owner))
     try:
-        return model(**options)
+        return model.model_validate(options, context={"rlplugs_parsing": parsing})
     except ValidationError as exc:
         where = f"'{owner}' " if owner else ""
         raise InvalidOptionsError(f"invalid {where}options: {one_line(exc)}") from exc
+
+
+def only_parsing(info: ValidationInfo) -> bool:
+    """In a field validator (``def check(cls, value, info)``): True while a config is only being
+    parsed (``validate_options(..., parsing=True)``), when a check that reaches a service waits."""
+    return bool((info.context or {}).get("rlplugs_parsing"))
 
 
 def unknown_options_message(unknown: list[str], valid: list[str], owner: str = "") -> str:

@@ -55,7 +55,7 @@ import json
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 import verifiers.v1 as vf
 from pydantic import BaseModel, Field, create_model, model_validator
@@ -64,7 +64,7 @@ from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
 from rlplugs.envspec import EnvSpec
 from rlplugs.episode import GuardedEpisode, last_reply, start_episode, stop_reason
-from rlplugs.config import unknown_options_message
+from rlplugs.config import unknown_options_message, validate_options
 from rlplugs.registry import env_for_module, get_registry, make_env
 from rlplugs.rewards import Sample, Score, Unscorable
 
@@ -182,7 +182,24 @@ def _task_class(env_name: str, spec: EnvSpec) -> type[RowTask]:
 
 
 class EnvOptionsConfig(vf.TasksetConfig):
-    """``vf.TasksetConfig`` plus an env's options: unknown keys fail with suggestions."""
+    """``vf.TasksetConfig`` plus an env's options: unknown keys fail with suggestions, and the
+    options are checked by the env's own config (its validators too: a field's type alone took
+    ``games = ["wordl"]``, which then failed as a traceback when the tasks loaded). A check that
+    needs a service up (matrl's ``judge_url``) waits for the tasks' build."""
+
+    ENV_NAME: ClassVar[str] = ""
+    ENV_CONFIG: ClassVar[type[BaseModel] | None] = None
+    OPTION_NAMES: ClassVar[dict[str, str]] = {}  # taskset config key -> env option name
+
+    def env_options(self) -> dict[str, Any]:
+        values = self.model_dump(mode="json")
+        return {option: values[key] for key, option in self.OPTION_NAMES.items()}
+
+    @model_validator(mode="after")
+    def _env_accepts_options(self) -> EnvOptionsConfig:
+        if self.ENV_CONFIG is not None:
+            validate_options(self.ENV_CONFIG, self.env_options(), owner=self.ENV_NAME, parsing=True)
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -223,17 +240,12 @@ class RowTaskset(vf.Taskset):
 
     ENV_NAME: str = ""
     TASK_CLASS: type[RowTask] = RowTask
-    OPTION_NAMES: dict[str, str] = {}  # taskset config key -> env option name
-
-    def env_options(self) -> dict[str, Any]:
-        values = self.config.model_dump(mode="json")
-        return {option: values[key] for key, option in self.OPTION_NAMES.items()}
 
     def split(self, spec: EnvSpec) -> str:
         return spec.check_split(self.config.split or ("train" if "train" in spec.datasets else next(iter(spec.datasets))))
 
     def load(self) -> Iterator[RowTask]:
-        options = self.env_options()
+        options = self.config.env_options()
         spec = spec_for(self.ENV_NAME, options)
         split = self.split(spec)
         for i, row in enumerate(spec.dataset(split)):
@@ -268,8 +280,9 @@ def taskset_class(env_name: str) -> type[vf.Taskset]:
         split=(Literal[tuple(spec.datasets)] | None, Field(None, description="dataset split (default 'train')")),
         **env_fields,
     )
+    config.ENV_NAME, config.ENV_CONFIG, config.OPTION_NAMES = env_name, registration.config, option_names
     task = _task_class(env_name, spec)
-    body = {"__module__": __name__, "ENV_NAME": env_name, "TASK_CLASS": task, "OPTION_NAMES": option_names, "__doc__": spec.description}
+    body = {"__module__": __name__, "ENV_NAME": env_name, "TASK_CLASS": task, "__doc__": spec.description}
     return types.new_class(f"{prefix}Taskset", (RowTaskset, vf.Taskset[task, config]), exec_body=lambda ns: ns.update(body))
 
 
