@@ -21,6 +21,7 @@ Three details shape this module:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -387,12 +388,23 @@ def parse_with_env_defaults(parser: TrlParser, argv: list[str] | None = None) ->
     return ParsedTraining(tuple(args), spec, config_rest, cli_rest)
 
 
+def quiet_checkpointing_rename() -> None:
+    """Leave out transformers 5.2x's FutureWarnings that ``gradient_checkpointing`` (and TRL's call of
+    ``is_gradient_checkpointing``) are deprecated for ``activation_checkpointing``: TRL's configs
+    default the old name to True, so every parse warned, two lines before every run and refusal from
+    each process. The new name is no option of transformers 5.17 and older, which rlplugs supports:
+    the old one is what a YAML has to keep using."""
+    warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning)
+
+
 def parse_trl(parser: TrlParser, argv: list[str], **kwargs: Any) -> tuple:
     """TRL's parse, with what to do added to its check of group sizes (the most common refusal of a
     GRPO setup, whose message names a value the user never set) and to the division by zero that a
     count of 0 meets in GRPOConfig's own checks (a bare ZeroDivisionError traceback otherwise)."""
     try:
-        return parser.parse_args_and_config(argv, return_remaining_strings=True, **kwargs)
+        with warnings.catch_warnings():
+            quiet_checkpointing_rename()
+            return parser.parse_args_and_config(argv, return_remaining_strings=True, **kwargs)
     except ZeroDivisionError:
         raise LaunchError(
             "a count TRL divides by is 0 (num_generations, num_generations_eval or per_device_train_batch_size): "

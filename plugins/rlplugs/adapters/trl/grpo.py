@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from rlplugs.adapters.trl.arguments import EnvGRPOScriptArguments, make_grpo_parser, parse_training_args
+from rlplugs.adapters.trl.arguments import EnvGRPOScriptArguments, make_grpo_parser, parse_training_args, quiet_checkpointing_rename
 
 log = logging.getLogger(__name__)
 
@@ -133,5 +133,6 @@ def make_parser(prog: str | None = None):
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    quiet_checkpointing_rename()
     parsed = parse_training_args("grpo", make_parser())
     main(*parsed.args, parsed.spec)

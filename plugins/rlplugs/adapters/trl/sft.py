@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from rlplugs.adapters.trl.arguments import make_sft_parser, parse_training_args
+from rlplugs.adapters.trl.arguments import make_sft_parser, parse_training_args, quiet_checkpointing_rename
 from rlplugs.adapters.trl.grpo import build_callbacks, load_user_dataset, set_model_init_kwargs, set_single_process_ranks, train_and_save
 
 log = logging.getLogger(__name__)
@@ -47,5 +47,6 @@ def make_parser(prog: str | None = None):
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    quiet_checkpointing_rename()
     parsed = parse_training_args("sft", make_parser())
     main(*parsed.args, parsed.spec)
