@@ -293,6 +293,9 @@ def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, cap
     bad.write_text('{"messages": [], "label": 0.5}\n')
     assert main(["prm", "train", "--data", str(bad), "--model", str(tiny_qwen35), "--out", str(tmp_path / "p")]) == USAGE_ERROR
     assert "rows.jsonl:1: not a PRM row" in capsys.readouterr().err
+    bad.write_text('{"prompt": "x"}\n')  # said "('messages')", a KeyError's text
+    assert main(["prm", "train", "--data", str(bad), "--model", str(tiny_qwen35), "--out", str(tmp_path / "p")]) == USAGE_ERROR
+    assert "rows.jsonl:1: not a PRM row (no 'messages' or 'label')" in capsys.readouterr().err
     assert main(["prm", "train", "--data", str(tmp_path / "missing.jsonl"), "--model", str(tiny_qwen35),
                  "--out", str(tmp_path / "p")]) == USAGE_ERROR  # fmt: skip
     assert "missing.jsonl: no such file; pass the JSON-lines file `rlplugs prm label --out` wrote" in capsys.readouterr().err

@@ -181,6 +181,9 @@ def load_rows(path: str | Path) -> list[Row]:
 
 
 def _check_row(row: Any) -> None:
+    missing = [key for key in ("messages", "label") if not isinstance(row, dict) or key not in row]
+    if missing:
+        raise ValueError(f"no {' or '.join(repr(key) for key in missing)}")
     messages = row["messages"]
     if not isinstance(messages, list) or not messages or messages[-1].get("role") != "assistant":
         raise ValueError("'messages' must be a chat list ending with the candidate assistant turn")
