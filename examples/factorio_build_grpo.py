@@ -22,6 +22,9 @@ def main() -> None:
     parser.add_argument("--output_dir", default="outputs/factorio-build-grpo-example")
     parser.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args()
+    from rlplugs import check_counts
+
+    check_counts(args, steps=1)  # TRL takes max_steps 0 as "train by epochs": a whole epoch
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     from peft import LoraConfig

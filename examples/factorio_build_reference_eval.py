@@ -25,9 +25,11 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
+    from rlplugs import check_counts
     from rlplugs.tools.evaluation import evaluate_to_dir, protocol_overrides
     from rlplugs.registry import make_env
 
+    check_counts(args, rows=1, samples=1)
     spec = make_env("factorio-build")
     protocol = protocol_overrides(spec.eval, rows=args.rows, samples_per_row=args.samples)
     report, path = evaluate_to_dir(

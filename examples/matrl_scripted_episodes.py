@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlplugs import check_counts
 from rlplugs.episode import play
 from rlplugs.registry import make_env
 from rlplugs.rewards import Sample
@@ -24,6 +25,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--rollouts", type=int, default=2)
     args = parser.parse_args()
+    check_counts(args, rows=1, rollouts=1)
 
     options = {"eval_rows": args.rows, "judge_url": args.judge_url}
     if args.band_gap_model:
