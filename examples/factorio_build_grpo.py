@@ -24,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
     from rlplugs import check_counts
 
-    check_counts(args, steps=1)  # TRL takes max_steps 0 as "train by epochs": a whole epoch
+    check_counts(args, steps=1)  # max_steps 0 is not "train nothing" to transformers: it still took a step
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     from peft import LoraConfig
