@@ -78,7 +78,6 @@ _EXPORTS: dict[str, str] = {
     "check_model_dir": "rlplugs.tools.eval_command",
     "writable_dir": "rlplugs.tools.eval_command",
     "writable_file": "rlplugs.tools.eval_command",
-    "damaged_safetensors": "rlplugs.weights",
     "unresumable": "rlplugs.weights",
     "run_script": "rlplugs.tools.cli",
     "verifiers_export": "rlplugs.adapters.verifiers",

@@ -26,6 +26,17 @@ def damaged_safetensors(folder: Path) -> str | None:
     return None
 
 
+def model_folder_problem(folder: Path, markers: tuple[str, ...] = ("config.json", "adapter_config.json")) -> str | None:
+    """What keeps ``folder`` from loading as a model, said with what to do (``None`` when nothing):
+    none of ``markers`` in it (a model's ``config.json``, a LoRA adapter's ``adapter_config.json``),
+    or a safetensors file cut short. The training launch and every command that loads a model ask it."""
+    if markers and not any((folder / marker).is_file() for marker in markers):
+        return f"no {' or '.join(markers)} in it; give a Hugging Face model directory or a LoRA adapter's"
+    if damage := damaged_safetensors(folder):
+        return f"{damage}; save or download the model again"
+    return None
+
+
 def holds_weights(folder: Path) -> bool:
     """Whether ``folder`` or one of its subfolders holds what transformers' ``Trainer`` loads weights
     from on resume: full or sharded weights, a PEFT adapter (subfolders hold one per adapter), an FSDP

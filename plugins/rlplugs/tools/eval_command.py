@@ -17,7 +17,7 @@ from rich.console import Console
 
 from rlplugs.errors import UsageError
 from rlplugs.registry import get_registry, make_env
-from rlplugs.weights import damaged_safetensors
+from rlplugs.weights import model_folder_problem
 
 
 def check_model_dir(value: str, flag: str, markers: tuple[str, ...] = ("config.json", "adapter_config.json")) -> None:
@@ -28,10 +28,8 @@ def check_model_dir(value: str, flag: str, markers: tuple[str, ...] = ("config.j
     path = Path(value).expanduser()
     wanted = " or ".join(markers)
     if path.is_dir():
-        if markers and not any((path / marker).is_file() for marker in markers):
-            raise UsageError(f"{flag} {value}: no {wanted} in it; give a Hugging Face model directory or a LoRA adapter's")
-        if damage := damaged_safetensors(path):
-            raise UsageError(f"{flag} {value}: {damage}; save or download the model again")
+        if problem := model_folder_problem(path, markers):
+            raise UsageError(f"{flag} {value}: {problem}")
         return
     if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") > 1:
         raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({wanted} inside)")

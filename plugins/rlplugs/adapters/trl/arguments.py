@@ -34,7 +34,7 @@ from rlplugs.envspec import EnvSpec
 from rlplugs.errors import did_you_mean
 from rlplugs.registry import build_named, make_env
 from rlplugs.rewards import RewardComponent
-from rlplugs.weights import damaged_safetensors, unresumable
+from rlplugs.weights import model_folder_problem, unresumable
 
 
 @dataclass
@@ -269,10 +269,8 @@ def check_model_source(name: str | None) -> None:
         raise LaunchError("pass --model_name_or_path (a Hub id or a local model directory)")
     path = Path(name).expanduser()
     if path.is_dir():
-        if not any((path / f).exists() for f in ("config.json", "adapter_config.json")):
-            raise LaunchError(f"--model_name_or_path {name} is a directory without a model (no config.json)")
-        if damage := damaged_safetensors(path):
-            raise LaunchError(f"--model_name_or_path {name}: {damage}; save or download the model again")
+        if problem := model_folder_problem(path):
+            raise LaunchError(f"--model_name_or_path {name}: {problem}")
         return
     if path.exists():
         raise LaunchError(f"--model_name_or_path {name} is a file; pass the model's directory")
