@@ -12,7 +12,10 @@ One run, side by side on the same held-out (test-split) instances, one episode p
 1. **label**: the policy plays train-split instances at ``--temperature`` (within ``--top-p``,
    which the candidates use too); every learner turn gets
    Monte-Carlo labels (``--candidates`` sampled turns x ``--k`` continuations each) or
-   outcome-propagated labels; the outcome is ``--outcome`` (default: mean of ``main_score`` and
+   outcome-propagated labels. With ``--label-finish greedy`` the greedy policy plays the label
+   games and every continuation (``--k 1``), and the candidates are made as the guided modes make
+   them (``--policy-reply`` puts the greedy reply first): each candidate is then valued as
+   best-of-N with greedy turns meets it, the value the outcome bound reads off the game; the outcome is ``--outcome`` (default: mean of ``main_score`` and
    ``played``, so a turn that keeps the game going is worth something even when it is lost);
 2. **train**: a PRM over the same checkpoint (``rlplugs.builtins.prm.train``);
 3. **evaluate** (``--modes``), each with a clock around it, every guided mode built through the
@@ -110,6 +113,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--label-method", choices=["monte_carlo", "outcome"], default="monte_carlo")
     p.add_argument("--k", type=int, default=2, help="monte_carlo: continuations per candidate")
     p.add_argument("--candidates", type=int, default=2, help="monte_carlo: candidates per learner turn")
+    p.add_argument("--label-finish", choices=["sampled", "greedy"], default="sampled",
+                   help="monte_carlo: who plays the label games and the continuations (greedy: candidates as --policy-reply makes them)")
     p.add_argument("--outcome", default='{"main_score": 1.0, "played": 1.0}',
                    help="outcome weights (JSON) of the labels and of best_of_n_outcome's pick")
     p.add_argument("--n", type=int, default=4, help="candidates per learner turn (best-of-n modes and beam)")
@@ -140,6 +145,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.modes.split(",")) - set(MODES))
     if unknown:
         p.error(f"--modes: unknown {unknown}; choose from {', '.join(MODES)}")
+    if args.label_finish == "greedy" and (args.label_method != "monte_carlo" or args.k != 1):
+        p.error("--label-finish greedy plays every candidate out once by monte_carlo: pass --k 1")
     if args.margin and not args.policy_reply:  # before the SFT and the labels, not at best_of_n_prm's turn
         p.error("--margin keeps the greedy reply: pass --policy-reply as well")
     return args
@@ -224,7 +231,7 @@ def _train_loss(log_path: Path) -> float | None:
 
 def label_and_train(args, spec, policy, model_dir: str, device: str) -> tuple[str, dict[str, Any]]:
     from rlplugs import play_lockstep
-    from rlplugs.builtins.prm.guidance import sampler
+    from rlplugs.builtins.prm.guidance import Proposer, sampler
     from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
     from rlplugs.builtins.prm.train import PRMTrainConfig, train_prm
 
@@ -232,7 +239,10 @@ def label_and_train(args, spec, policy, model_dir: str, device: str) -> tuple[st
     weights = json.loads(args.outcome)
     episodes = [spec.episodes(r) for r in balanced_rows(spec, "train", args.label_episodes)]
     sampling = sampler(policy, args.temperature, args.top_p)
-    if args.label_method == "monte_carlo":
+    if args.label_method == "monte_carlo" and args.label_finish == "greedy":  # policy is the greedy one
+        propose = Proposer(policy, args.candidates, args.temperature, args.policy_reply, args.top_p)
+        rows, label_s = timed(lambda: monte_carlo_labels(episodes, policy, weights, k=args.k, candidates=propose))
+    elif args.label_method == "monte_carlo":
         rows, label_s = timed(lambda: monte_carlo_labels(episodes, sampling, weights, k=args.k, candidates=args.candidates))
     else:
         def rollouts():
@@ -250,7 +260,7 @@ def label_and_train(args, spec, policy, model_dir: str, device: str) -> tuple[st
     summary = json.loads((prm / "prm_training.json").read_text())
     labels = [r["label"] for r in rows]
     stats = {
-        "label_method": args.label_method, "label_rows": len(rows), "label_mean": sum(labels) / len(labels),
+        "label_method": args.label_method, "label_finish": args.label_finish, "label_rows": len(rows), "label_mean": sum(labels) / len(labels),
         "label_nonzero_share": sum(v > 0 for v in labels) / len(labels), "label_wall_s": label_s,
         "label_turns_with_label_spread": _spread_share(rows), "prm_train_loss": summary["train_loss"],
         "prm_train_steps": summary["steps"], "prm_train_wall_s": train_s,

@@ -330,6 +330,10 @@ def test_prm_guidance_refuses_a_margin_without_the_greedy_reply_before_any_stage
         parse_args(["--margin", "0.1"])
     assert "--margin keeps the greedy reply: pass --policy-reply as well" in capsys.readouterr().err
     assert parse_args(["--margin", "0.1", "--policy-reply"]).margin == 0.1
+    with pytest.raises(SystemExit):
+        parse_args(["--label-finish", "greedy"])  # k 2 by default: two copies of one greedy continuation
+    assert "--label-finish greedy plays every candidate out once by monte_carlo: pass --k 1" in capsys.readouterr().err
+    assert parse_args(["--label-finish", "greedy", "--k", "1"]).label_finish == "greedy"
 
 
 def test_factorio_updates_lines_up_runs_by_step_and_names_a_missing_stage(benchmarks_path, tmp_path):

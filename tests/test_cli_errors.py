@@ -168,7 +168,10 @@ def test_prm_label_checks_model_and_out_before_any_rollout(capsys, tiny_qwen35, 
     ("--k 0", "--k 0: give at least 1"),  # these three failed after the model had loaded
     ("--candidates 0", "--candidates 0: give at least 1"),
     ("--chunk 0", "--chunk 0: give at least 1"),
-    ("--temperature 0", "--temperature 0.0: monte_carlo samples candidates and continuations"),  # copies of one reply
+    ("--temperature 0", "--temperature 0.0: monte_carlo samples candidates (and continuations)"),  # copies of one reply
+    ("--finish greedy --k 2", "--k 2: a greedy finish plays every candidate out the same way; leave --k at 1"),
+    ("--policy_reply", "--policy_reply puts the greedy reply first among the candidates; pass --finish greedy as well"),
+    ("--method outcome --finish greedy", "--finish greedy and --policy_reply shape monte_carlo's candidates"),
 ])  # fmt: skip
 def test_prm_label_refuses_counts_below_1_and_greedy_monte_carlo(capsys, tiny_qwen35, tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

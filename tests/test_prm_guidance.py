@@ -286,6 +286,27 @@ def test_prm_cli_labels_trains_and_guides_an_eval(tmp_path, tiny_qwen35):
     assert '"strategy": "best-of-n"' in text and '"scores"' in text
 
 
+def test_prm_label_cli_with_a_greedy_finish_follows_the_greedy_reply(tmp_path, tiny_qwen35):
+    from rlplugs import HFPolicy, make_env
+    from rlplugs.tools.cli import main
+
+    rows_file = tmp_path / "rows.jsonl"
+    assert main(["prm", "label", "--env", "count-test", "--env_args", '{"rows": 1}', "--model", str(tiny_qwen35),
+                 "--finish", "greedy", "--policy_reply", "--candidates", "3", "--rows", "1", "--max_new_tokens", "4",
+                 "--out", str(rows_file)]) == 0  # fmt: skip
+    labelled = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert len(labelled) == 3 * 3 and {r["meta"]["continuations"] for r in labelled} == {1}
+    # candidate 0 of every turn is the greedy reply, and the main game plays it: the next turn's context holds it
+    greedy = HFPolicy(tiny_qwen35, temperature=0.0, max_new_tokens=4)
+    first = {r["meta"]["turn"]: r["messages"] for r in labelled if r["meta"]["candidate_index"] == 0}
+    env = make_env("count-test", {"rows": 1})
+    context = env.episodes(next(iter(env.dataset("train")))).observation()
+    assert first[0][:-1] == context and first[0][-1]["content"] == greedy.generate([context])[0][0]
+    for turn in (1, 2):
+        assert first[turn][: len(first[turn - 1])] == first[turn - 1]
+        assert first[turn][-1]["content"] == greedy.generate([first[turn][:-1]])[0][0]
+
+
 def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, capsys):
     from rlplugs.tools.cli import USAGE_ERROR, main
 

@@ -11,6 +11,7 @@ from prm_scripted import ScriptedPolicy
 from test_cli import RLPLUGS
 
 from rlplugs.episode import guard, play, stop_reason
+from rlplugs.builtins.prm.guidance import Proposer
 from rlplugs.builtins.prm.labels import load_rows, monte_carlo_labels, outcome_labels, outcome_value, save_rows
 from rlplugs import play_lockstep
 from rlplugs.registry import make_env
@@ -46,6 +47,22 @@ def test_monte_carlo_label_is_mean_outcome_of_continuations_after_the_candidate(
     # (those after the last turn's candidate are already over: 2 episodes x 2 turns x 2 x k=3).
     continuation_calls = [c for c in policy.calls if c[1] == 1]
     assert max(c[0] for c in continuation_calls) == 2 * 2 * 2 * 3
+
+
+def test_a_proposer_with_the_greedy_reply_first_and_a_greedy_finish(count_env):
+    # The greedy policy says "7", its sampling copy "seven": each turn's candidates are the greedy
+    # reply and one sample, each played out greedily, and the main game follows the greedy reply.
+    policy = ScriptedPolicy(["7"], sampled=["seven"])
+    propose = Proposer(policy, 2, temperature=0.7, policy_reply=True)
+    rows = monte_carlo_labels(episodes(count_env), policy, DIGITS, k=1, candidates=propose)
+    assert len(rows) == 2 * 3 * 2
+    for row in rows:
+        first = row["meta"]["candidate_index"] == 0
+        assert row["messages"][-1]["content"] == ("7" if first else "seven")
+        assert row["label"] == pytest.approx(1.0 if first else 2 / 3)  # the continuation said "7" every turn
+        assert [m["content"] for m in row["messages"][:-1] if m["role"] == "assistant"] == ["7"] * row["meta"]["turn"]
+    with pytest.raises(ValueError, match="candidates >= 1, got k=1, candidates=0"):
+        monte_carlo_labels(episodes(count_env), policy, DIGITS, k=1, candidates=Proposer(policy, 0, None))
 
 
 def test_monte_carlo_labels_leave_the_callers_episodes_unplayed(count_env):

@@ -15,6 +15,10 @@ protocol:
   tells candidates *at the same state* apart, which is exactly what best-of-N and beam search
   need, at ``turns x candidates x k`` rollouts per episode (all continuations are played in
   lockstep, one batched generation call per round).
+  The candidates may also come from a :class:`~rlplugs.builtins.prm.guidance.Proposer` while a
+  greedy ``policy`` plays the rest: the greedy reply first, samples after it, each valued by the
+  greedy play that follows it. That is the choice best-of-N with ``policy_reply`` makes at test
+  time (its other turns greedy), and what its outcome bound reads off the game.
 - **Outcome-propagated** (:func:`outcome_labels`): every learner turn of a finished episode gets
   the episode's outcome. One rollout per episode, but every turn of a lost game is blamed equally.
 
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplugs import BatchPolicy, Episode, Message, advance_until_learner, guard, play_lockstep, stop_reason
+from rlplugs.builtins.prm.guidance import Proposer
 
 log = logging.getLogger(__name__)
 
@@ -90,18 +95,20 @@ def monte_carlo_labels(
     weights: Mapping[str, float],
     *,
     k: int = 4,
-    candidates: int = 2,
+    candidates: int | Proposer = 2,
     max_turns: int = 1000,
 ) -> list[Row]:
     """Monte-Carlo labels for every learner turn of ``episodes`` (played here, in lockstep).
 
-    Each learner turn gets ``candidates`` sampled turns (the first one continues the main game);
-    each candidate is applied to ``k`` clones of the state before the turn, which the policy
-    finishes; the label is the mean outcome of the scored continuations.
+    Each learner turn gets ``candidates`` turns sampled from ``policy``, or those a
+    :class:`~rlplugs.builtins.prm.guidance.Proposer` makes (the first one continues the main
+    game); each candidate is applied to ``k`` clones of the state before the turn, which
+    ``policy`` finishes; the label is the mean outcome of the scored continuations.
     """
-    if k < 1 or candidates < 1:
-        raise ValueError(f"need k >= 1 and candidates >= 1, got k={k}, candidates={candidates}")
-    branches = _main_rollouts(episodes, policy, candidates, max_turns)
+    propose = candidates if isinstance(candidates, Proposer) else Proposer(policy, candidates, None)
+    if k < 1 or propose.n < 1:
+        raise ValueError(f"need k >= 1 and candidates >= 1, got k={k}, candidates={propose.n}")
+    branches = _main_rollouts(episodes, policy, propose, max_turns)
     continuations: list[Episode] = []
     for branch in branches:
         for candidate in branch["candidates"]:
@@ -129,9 +136,9 @@ def monte_carlo_labels(
     return rows
 
 
-def _main_rollouts(episodes: Sequence[Episode], policy: BatchPolicy, candidates: int, max_turns: int) -> list[dict]:
-    """Play each episode once, sampling ``candidates`` turns at every learner turn (continuing
-    with the first); return the branch points: state before the turn, context, candidates."""
+def _main_rollouts(episodes: Sequence[Episode], policy: BatchPolicy, propose: Proposer, max_turns: int) -> list[dict]:
+    """Play each episode once, proposing candidates at every learner turn (continuing with the
+    first); return the branch points: state before the turn, context, candidates."""
     games = [guard(ep.clone()) for ep in episodes]
     turns = [0] * len(games)
     branches: list[dict] = []
@@ -141,7 +148,7 @@ def _main_rollouts(episodes: Sequence[Episode], policy: BatchPolicy, candidates:
         if not movers:
             return branches
         contexts = [games[i].observation() for i in movers]
-        samples = policy.generate(contexts, n=candidates)
+        samples = propose(contexts)
         for i, context, texts in zip(movers, contexts, samples, strict=True):
             branches.append({"episode": i, "seat": games[i].current_seat, "turn": turns[i],
                              "state": games[i].clone(), "context": context, "candidates": list(texts)})  # fmt: skip

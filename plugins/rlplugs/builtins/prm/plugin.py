@@ -195,12 +195,23 @@ def cmd_label(args: argparse.Namespace) -> int:
         start_episode,
         writable_file,
     )
+    from rlplugs.builtins.prm.guidance import Proposer
     from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
 
+    greedy_finish = args.finish == "greedy"
+    if args.k is None:
+        args.k = 1 if greedy_finish else 4
     check_counts(args, rows=1, k=1, candidates=1, chunk=1)
     if args.method == "monte_carlo" and args.temperature <= 0:
-        raise UsageError(f"--temperature {args.temperature}: monte_carlo samples candidates and continuations, and "
+        raise UsageError(f"--temperature {args.temperature}: monte_carlo samples candidates (and continuations), and "
                          "greedy ones are copies of one reply; give a temperature above 0 or --method outcome")
+    if (greedy_finish or args.policy_reply) and args.method != "monte_carlo":
+        raise UsageError("--finish greedy and --policy_reply shape monte_carlo's candidates and continuations; "
+                         "drop them or pass --method monte_carlo")
+    if greedy_finish and args.k > 1:
+        raise UsageError(f"--k {args.k}: a greedy finish plays every candidate out the same way; leave --k at 1")
+    if args.policy_reply and not greedy_finish:
+        raise UsageError("--policy_reply puts the greedy reply first among the candidates; pass --finish greedy as well")
     check_model_dir(args.model, "--model")  # both before any rollout: labels are minutes of GPU work
     writable_file(args.out, "--out")
     spec = make_env(args.env, parse_json_options(args.env_args, "--env_args"))
@@ -215,8 +226,9 @@ def cmd_label(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"--outcome names {unknown}, not components of '{spec.name}': {sorted(spec.weights)}")
     rows = list(spec.dataset(args.split))[: args.rows]
-    policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                      batch_size=args.batch_size, seed=args.seed)  # fmt: skip
+    policy = HFPolicy(args.model, temperature=0.0 if greedy_finish else args.temperature,
+                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, seed=args.seed)  # fmt: skip
+    candidates = Proposer(policy, args.candidates, args.temperature, args.policy_reply) if greedy_finish else args.candidates
     labelled: list[dict[str, Any]] = []
     with Progress() as progress:
         task = progress.add_task(f"labelling {spec.name} ({args.method})", total=len(rows))
@@ -227,7 +239,7 @@ def cmd_label(args: argparse.Namespace) -> int:
                 play_lockstep(episodes, policy)
                 new = outcome_labels(episodes, weights)
             else:
-                new = monte_carlo_labels(episodes, policy, weights, k=args.k, candidates=args.candidates)
+                new = monte_carlo_labels(episodes, policy, weights, k=args.k, candidates=candidates)
             for row in new:
                 row["meta"].update(env=spec.name, split=args.split, row=start + row["meta"]["episode"])
             labelled += new
@@ -251,8 +263,13 @@ def rlplugs_add_cli_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rows", type=int, default=16, help="dataset rows (episodes) to label")
     p.add_argument("--model", required=True, help="policy checkpoint directory")
     p.add_argument("--method", choices=["monte_carlo", "outcome"], default="monte_carlo")
-    p.add_argument("--k", type=int, default=4, help="monte_carlo: continuations per candidate")
+    p.add_argument("--k", type=int, help="monte_carlo: continuations per candidate (default 4; 1 with --finish greedy)")
     p.add_argument("--candidates", type=int, default=2, help="monte_carlo: candidates sampled per learner turn")
+    p.add_argument("--finish", choices=["sampled", "greedy"], default="sampled",
+                   help="monte_carlo: who plays the main game and each candidate's continuations: the policy at "
+                        "--temperature, or greedy (a candidate is then valued as best-of-N with greedy turns meets it)")
+    p.add_argument("--policy_reply", action="store_true",
+                   help="with --finish greedy: the greedy reply is the first candidate, --candidates - 1 are sampled")
     p.add_argument("--outcome", help='outcome weights as JSON, e.g. \'{"success": 1}\' (default: the env\'s success component)')
     p.add_argument("--temperature", type=float, default=0.7, help="policy sampling temperature")
     p.add_argument("--max_new_tokens", type=int, default=128)
