@@ -141,6 +141,20 @@ def test_sampling_numbers_out_of_range_are_refused_before_the_model_loads(capsys
     assert not list(tmp_path.glob("**/*.json*"))  # no report, episodes or labels
 
 
+@pytest.mark.parametrize("args", [
+    "eval --env count-test --out out",
+    "games collect --games wordle --out out",  # was "error: ValueError: Unrecognized model ..." and an empty out/
+    "prm label --env count-test --out out/labels.jsonl",
+])  # fmt: skip
+def test_a_model_that_does_not_load_is_one_line_and_leaves_no_output_folder(capsys, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "unknown").mkdir()
+    (tmp_path / "unknown" / "config.json").write_text("{}")  # a config transformers cannot place
+    main_usage_error(capsys, *args.split(), "--model", "unknown",
+                     needles=("--model unknown: cannot load it (Unrecognized model in unknown.",))
+    assert not (tmp_path / "out").exists()
+
+
 def test_policy_numbers_out_of_range_are_value_errors_for_library_callers(tiny_qwen35):
     from rlplugs import HFPolicy
 

@@ -68,7 +68,7 @@ def collect(policy: BatchPolicy, games: list[str], episodes: int, out: Path, spl
 def _cmd_collect(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from rlplugs import HFPolicy, check_counts, check_model_dir, one_line, writable_dir
+    from rlplugs import check_counts, check_model_dir, load_policy, one_line, writable_dir
 
     try:
         games = list(ClembenchGamesConfig(games=tuple(args.games)).games)
@@ -81,8 +81,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             raise UsageError(f"--seat {args.seat}: none of {', '.join(games)} has that seat; seats: {', '.join(seats)}")
     check_model_dir(args.model, "--model")
     out = writable_dir(args.out, "--out")
-    policy = HFPolicy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                      batch_size=args.batch_size, seed=args.seed)
+    policy = load_policy(args.model, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                         batch_size=args.batch_size, seed=args.seed)
     with Progress() as bar:
         task = bar.add_task("episodes", total=len(games) * args.episodes)
         collect(policy, games, args.episodes, out, split=args.split, seats=args.seats, seat=args.seat,
@@ -118,6 +118,7 @@ def _cmd_sft_data(args: argparse.Namespace) -> int:
     out = writable_file(args.out, "--out")
     records = _run_records(args.runs)
     samples = won_turn_samples(records)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as fh:
         for s in samples:
             fh.write(json.dumps(s, ensure_ascii=False) + "\n")
@@ -145,15 +146,15 @@ def _cmd_clem(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'", markup=False)
         return 2
-    from rlplugs import HFPolicy
+    from rlplugs import load_policy
 
     paths = list(dict.fromkeys(args.model))  # `--model a a` is self-play, as one model
     selection = dict(experiments=args.experiments, instances=args.instances, limit=args.limit)
     plan_run(Path(args.checkout), args.games, Path(args.out), models=len(paths), **selection)  # before loading models
     names = [Path(p).name for p in paths]
     names = names if len(set(names)) == len(names) else paths  # two checkpoints of one name: their paths tell them apart
-    policies = {name: HFPolicy(path, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                               batch_size=1, seed=args.seed) for name, path in zip(names, paths, strict=True)}
+    policies = {name: load_policy(path, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                                  batch_size=1, seed=args.seed) for name, path in zip(names, paths, strict=True)}
     run = run_games(Path(args.checkout), args.games, policies, Path(args.out), **selection)
     err = Console(stderr=True)
     for game, game_id, why in run.failures:  # clemcore logs only to clembench.log

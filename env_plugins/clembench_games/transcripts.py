@@ -103,6 +103,7 @@ def write_index(out: Path, records: Iterable[dict[str, Any]] | None = None) -> P
     out = Path(out)
     records = list(load_records(out) if records is None else records)
     table = clem_table(records)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "scores.json").write_text(json.dumps(table, indent=1))
     rows = "".join(
         f"<tr><td>{html.escape(g)}</td><td>{v['episodes']}</td><td>{_fmt(v['% Played'])}</td>"

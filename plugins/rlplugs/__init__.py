@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "BatchPolicy": "rlplugs.episode",
     "Guidance": "rlplugs.episode",
     "HFPolicy": "rlplugs.tools.policies",
+    "load_policy": "rlplugs.tools.policies",
     # errors a user can fix (one line, exit code 2 on the CLI) and their suggestions
     "UsageError": "rlplugs.errors",
     "UnknownPluginError": "rlplugs.errors",

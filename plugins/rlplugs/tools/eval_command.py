@@ -36,14 +36,19 @@ def check_model_dir(value: str, flag: str, markers: tuple[str, ...] = ("config.j
 
 
 def writable_dir(value: str, flag: str) -> Path:
-    """``value`` as a directory this process can write into (created if missing), checked before
-    any work whose results would go there."""
+    """``value`` as a directory this process can write into, checked before any work whose results
+    would go there. A missing one is not created here (its writer creates it), so a run that fails
+    before writing, e.g. on a model that does not load, leaves no empty folder behind."""
     out = Path(value)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{flag} {value} is an existing file; give a directory (it is created if missing)")
+    existing = out
+    while not existing.exists():  # the nearest folder that is there; the rest is created on writing
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{flag} {value}: {existing} is a file, so no folder can be made there; give a writable directory")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as exc:
         raise UsageError(f"{flag} {value}: cannot write there ({exc.strerror or exc}); give a writable directory") from None
@@ -124,19 +129,13 @@ def run_eval(
             raise UsageError(f"env '{spec.name}' has no reference policy; pass --model PATH")
         player, policy_name = spec.reference_policy, "reference"
     elif model:
-        from rlplugs.tools.policies import HFPolicy
+        from rlplugs.tools.policies import load_policy
 
-        try:
-            player = HFPolicy(
-                model, tokenizer, temperature=protocol.temperature, top_p=protocol.top_p,
-                max_new_tokens=protocol.max_new_tokens, enable_thinking=protocol.enable_thinking, seed=seed,
-                batch_size=batch_size, compile_generation=compile_generation, dtype=dtype,
-            )  # fmt: skip
-        except UsageError:  # a sampling number out of range, said as it is
-            raise
-        except (OSError, ValueError) as exc:  # e.g. a hub id that is neither cached nor reachable
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UsageError(f"--model {model}: cannot load it ({first})") from exc
+        player = load_policy(
+            model, tokenizer=tokenizer, temperature=protocol.temperature, top_p=protocol.top_p,
+            max_new_tokens=protocol.max_new_tokens, enable_thinking=protocol.enable_thinking, seed=seed,
+            batch_size=batch_size, compile_generation=compile_generation, dtype=dtype,
+        )  # fmt: skip
         policy_name = model
     else:
         raise UsageError("give --model PATH or --policy reference")

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from rlplugs.episode import Message
-from rlplugs.errors import InvalidOptionsError
+from rlplugs.errors import InvalidOptionsError, UsageError
 
 
 class Reply(str):
@@ -168,3 +168,16 @@ class HFPolicy:
         """The end-of-sequence ids ``generate`` stops a row on: the generation config's (one or several)."""
         configured = self.model.generation_config.eos_token_id
         return configured if isinstance(configured, list) else [] if configured is None else [configured]
+
+
+def load_policy(model: str, flag: str = "--model", **options: Any) -> HFPolicy:
+    """:class:`HFPolicy` for a command's ``flag``: a sampling number out of range is refused as it
+    is, and a checkpoint that does not load (a hub id neither cached nor reachable, a config
+    transformers does not know) is one line naming the flag, not a traceback."""
+    try:
+        return HFPolicy(model, **options)
+    except UsageError:
+        raise
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{flag} {model}: cannot load it ({first})") from exc

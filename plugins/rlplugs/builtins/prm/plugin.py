@@ -185,10 +185,10 @@ def cmd_label(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from rlplugs import (
-        HFPolicy,
         UsageError,
         check_counts,
         check_model_dir,
+        load_policy,
         make_env,
         parse_json_options,
         play_lockstep,
@@ -226,8 +226,8 @@ def cmd_label(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"--outcome names {unknown}, not components of '{spec.name}': {sorted(spec.weights)}")
     rows = list(spec.dataset(args.split))[: args.rows]
-    policy = HFPolicy(args.model, temperature=0.0 if greedy_finish else args.temperature,
-                      max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, seed=args.seed)  # fmt: skip
+    policy = load_policy(args.model, temperature=0.0 if greedy_finish else args.temperature,
+                         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, seed=args.seed)  # fmt: skip
     candidates = Proposer(policy, args.candidates, args.temperature, args.policy_reply) if greedy_finish else args.candidates
     labelled: list[dict[str, Any]] = []
     with Progress() as progress:
