@@ -269,3 +269,14 @@ def test_a_bad_option_on_the_vf_eval_command_line_is_verifiers_config_error(flag
     )  # fmt: skip
     text = " ".join((proc.stdout + proc.stderr).replace("│", " ").split())  # the error box, unwrapped
     assert proc.returncode != 0 and shown in text and "Traceback" not in text
+
+
+def test_an_env_option_renamed_in_the_taskset_config_is_named_as_typed():
+    """An env option named like a verifiers taskset key is ``env_<name>`` in ``[env.taskset]``; its
+    validator's refusal names that key (it said ``task:``, a key the TOML does not have)."""
+    from verifiers.v1.utils import loaders
+
+    config_type = loaders.taskset_config_type("letters-test")
+    assert config_type(id="letters-test", env_task="name").env_options()["task"] == "name"
+    with pytest.raises(ValueError, match=r"invalid 'letters-test' options: env_task: unknown task 'nope'; tasks: spell, name"):
+        config_type(id="letters-test", env_task="nope")

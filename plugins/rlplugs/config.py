@@ -8,6 +8,7 @@ valid keys and the full list, so a typo in a YAML or TOML file fails before any 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo
@@ -23,11 +24,13 @@ class StrictConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def validate_options(model: type[M], options: dict[str, Any], owner: str = "", *, parsing: bool = False) -> M:
+def validate_options(model: type[M], options: dict[str, Any], owner: str = "", *, parsing: bool = False,
+                     keys: Mapping[str, str] | None = None) -> M:
     """``model(**options)`` with errors that say which key is wrong and what was meant.
     ``parsing``: a trainer is only reading its config (verifiers and prime-rl validate the taskset
     options wherever they parse the TOML); validators that reach outside the process, such as a
-    service that must answer, leave that to the build (:func:`only_parsing`)."""
+    service that must answer, leave that to the build (:func:`only_parsing`). ``keys``: the key a
+    user typed for an option, where it is another (a verifiers taskset's ``env_task``)."""
     fields = sorted(model.model_fields)
     unknown = [k for k in options if k not in model.model_fields]
     if unknown:
@@ -36,7 +39,7 @@ def validate_options(model: type[M], options: dict[str, Any], owner: str = "", *
         return model.model_validate(options, context={"rlplugs_parsing": parsing})
     except ValidationError as exc:
         where = f"'{owner}' " if owner else ""
-        raise InvalidOptionsError(f"invalid {where}options: {one_line(exc)}") from exc
+        raise InvalidOptionsError(f"invalid {where}options: {one_line(exc, keys)}") from exc
 
 
 def only_parsing(info: ValidationInfo) -> bool:
@@ -54,12 +57,16 @@ def unknown_options_message(unknown: list[str], valid: list[str], owner: str = "
     )
 
 
-def one_line(exc: ValidationError) -> str:
+def one_line(exc: ValidationError, keys: Mapping[str, str] | None = None) -> str:
     """pydantic's multi-line report as one line a user can act on: ``key: what is wrong`` per error
-    (the value is shown where the message does not already say what was wrong with it)."""
+    (the value is shown where the message does not already say what was wrong with it); ``keys``
+    renames a top-level field to the key the user typed for it."""
     parts = []
     for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"])
+        loc = [str(p) for p in error["loc"]]
+        if loc and keys:
+            loc[0] = keys.get(loc[0], loc[0])
+        where = ".".join(loc)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] != "value_error":
             got = repr(error["input"])

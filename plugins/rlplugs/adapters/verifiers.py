@@ -198,7 +198,8 @@ class EnvOptionsConfig(vf.TasksetConfig):
     @model_validator(mode="after")
     def _env_accepts_options(self) -> EnvOptionsConfig:
         if self.ENV_CONFIG is not None:
-            validate_options(self.ENV_CONFIG, self.env_options(), owner=self.ENV_NAME, parsing=True)
+            typed = {option: key for key, option in self.OPTION_NAMES.items() if key != option}
+            validate_options(self.ENV_CONFIG, self.env_options(), owner=self.ENV_NAME, parsing=True, keys=typed)
         return self
 
     @model_validator(mode="before")

@@ -4,7 +4,8 @@
 gives different values per sample, so GRPO groups have spread); ``brevity`` = 1 for an empty
 completion falling linearly to 0 at 200 characters. With ``dead_component=True`` a third
 component that can never compute is added, for preflight tests; ``recommend`` adds trainer
-recommendations (a misnamed one must stop the launch).
+recommendations (a misnamed one must stop the launch). ``task`` is named like a verifiers
+taskset key (a taskset config calls it ``env_task``) and has its own validator.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from datasets import Dataset
+from pydantic import field_validator
 
 import rlplugs
 from rlplugs import EnvSpec, EvalProtocol, Registration, RewardComponent, Sample, StrictConfig, Unscorable
@@ -23,6 +25,14 @@ class LettersConfig(StrictConfig):
     rows: int = 8
     dead_component: bool = False
     recommend: dict[str, Any] = {}
+    task: str = "spell"
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        if value not in ("spell", "name"):
+            raise ValueError(f"unknown task {value!r}; tasks: spell, name")
+        return value
 
 
 def letters(sample: Sample) -> float:
