@@ -429,6 +429,8 @@ def picture(result: dict[str, Any], path: Path) -> None:
     candidates = f"candidates at T {settings['temperature']}{nucleus}" + (", the greedy reply first" if settings.get("policy_reply") else "")
     if settings.get("margin"):
         candidates += f", PRM pick kept unless {settings['margin']} above it"
+    if settings.get("label_finish") == "greedy":
+        candidates += "; PRM labels: each candidate played out greedily"
     plot_comparison(table, path, title=f"clembench-games self-play, {policy}\n{candidates}")
 
 
