@@ -15,8 +15,9 @@ One run, side by side on the same held-out (test-split) instances, one episode p
    outcome-propagated labels. With ``--label-finish greedy`` the greedy policy plays the label
    games and every continuation (``--k 1``), and the candidates are made as the guided modes make
    them (``--policy-reply`` puts the greedy reply first): each candidate is then valued as
-   best-of-N with greedy turns meets it, the value the outcome bound reads off the game; the outcome is ``--outcome`` (default: mean of ``main_score`` and
-   ``played``, so a turn that keeps the game going is worth something even when it is lost);
+   best-of-N with greedy turns meets it, the value the outcome bound reads off the game. The
+   outcome is ``--outcome`` (default: mean of ``main_score`` and ``played``, so a turn that keeps
+   the game going is worth something even when it is lost);
 2. **train**: a PRM over the same checkpoint (``rlplugs.builtins.prm.train``);
 3. **evaluate** (``--modes``), each with a clock around it, every guided mode built through the
    guidance registry as ``rlplugs eval --guidance`` builds it:
