@@ -53,7 +53,7 @@ def test_taskset_config_takes_env_options_and_split_from_toml_keys():
     taskset = loaders.load_taskset(config_type(id="letters-test", rows=3, split="validation"))
     tasks = list(taskset)
     assert len(tasks) == 4  # the validation split has 4 rows; rows=3 sizes the train split
-    assert tasks[0].data.row["row_id"] == 100 and tasks[0].data.env_options == {"rows": 3, "dead_component": False, "recommend": {}}
+    assert tasks[0].data.row["row_id"] == 100 and tasks[0].data.env_options == {"rows": 3, "dead_component": False, "recommend": {}, "task": "spell"}
     assert [m.content for m in tasks[0].data.prompt] == ["Write a letter."]  # PROMPTS[100 % 6]
     assert len(list(loaders.load_taskset(config_type(id="letters-test", rows=3)))) == 3  # default: train
     with pytest.raises(ValueError, match="did you mean 'rows'"):
