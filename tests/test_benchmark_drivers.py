@@ -323,6 +323,28 @@ def test_prm_guidance_names_a_reused_sft_checkpoint_refuses_an_old_result_and_ad
     assert json.loads(written.read_text())["differences"] == controls["differences"]
 
 
+def test_prm_arms_counts_each_goal_difference_across_arms_and_refuses_results_that_measured_none(benchmarks_path, tmp_path, capsys):
+    """Two committed arms (session 20's fresh run, session 33's T 0.3 arm on the checkpoint before
+    it) and one that ran a single mode: the table counts each difference where it was measured,
+    beyond its interval only where the interval excludes 0, and marks the reused checkpoint."""
+    from prm_arms import main
+
+    results = BENCHMARKS / "results"
+    arms = [results / f"prm_guidance_{name}.json" for name in ("controls_144", "controls_144_topp09_t03", "margin_72_beam")]
+    out = tmp_path / "arms.json"
+    assert main([*map(str, arms), "--out", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert [(r["arm"], r["fresh_sft"]) for r in table["arms"]] == [("controls_144", True), ("controls_144_topp09_t03", False)]
+    assert table["counts"]["best_of_n_random-greedy"] == {"arms": 2, "above_0": 0, "below_0": 2, "interval_above_0": 0, "interval_below_0": 2}
+    assert table["counts"]["best_of_n_prm-best_of_n_random"] == {"arms": 2, "above_0": 2, "below_0": 0, "interval_above_0": 1, "interval_below_0": 0}
+    assert "T 0.3, top_p 0.9, SFT of the arm before, its PRM" in table["arms"][1]["settings"]
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    assert "| random - greedy | 2 | 0 | 2 | 0 | 2 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="none of these results measured a goal difference"):
+        main([str(arms[2]), "--out", str(tmp_path / "none.json")])
+    assert not (tmp_path / "none.json").exists()
+
+
 def test_prm_guidance_refuses_a_margin_without_the_greedy_reply_before_any_stage(benchmarks_path, capsys):
     from prm_guidance import parse_args
 
