@@ -129,8 +129,9 @@ def test_eval_counts_out_of_range_are_refused(capsys, tmp_path, flag, value, mes
     ("games collect --games wordle --batch-size 0 --out run", "batch size 0: give at least 1 conversation"),
     ("prm label --env count-test --batch_size 0 --out labels.jsonl", "batch size 0: give at least 1 conversation"),
     # a negative temperature was taken as greedy; no tokens failed inside generate, at the first call
-    ("games collect --games wordle --temperature -1 --out run", "temperature -1.0: give 0 (greedy) or more"),
-    ("prm label --env count-test --max_new_tokens 0 --out labels.jsonl", "max_new_tokens 0: give at least 1 token per reply"),
+    ("games collect --games wordle --temperature -1 --out run",
+     "invalid 'sampling' options: temperature: Input should be greater than or equal to 0 (got -1.0)"),
+    ("prm label --env count-test --max_new_tokens 0 --out labels.jsonl", "max_new_tokens: Input should be greater than or equal to 1 (got 0)"),
 ])  # fmt: skip
 def test_sampling_numbers_out_of_range_are_refused_before_the_model_loads(capsys, tiny_qwen35, tmp_path, monkeypatch,
                                                                           args, message):  # fmt: skip
@@ -158,7 +159,7 @@ def test_a_model_that_does_not_load_is_one_line_and_leaves_no_output_folder(caps
 def test_policy_numbers_out_of_range_are_value_errors_for_library_callers(tiny_qwen35):
     from rlplugs import HFPolicy
 
-    with pytest.raises(ValueError, match="top_p 0: give a share of the probability mass above 0"):
+    with pytest.raises(ValueError, match=r"top_p: Input should be greater than 0 \(got 0\)"):
         HFPolicy(tiny_qwen35, top_p=0)
 
 

@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     # environments
     "EnvSpec": "rlplugs.envspec",
     "EvalProtocol": "rlplugs.envspec",
+    "Temperature": "rlplugs.envspec",
+    "TopP": "rlplugs.envspec",
     "PreflightError": "rlplugs.envspec",
     # rewards
     "RewardComponent": "rlplugs.rewards",

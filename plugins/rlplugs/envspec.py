@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -36,16 +36,27 @@ from rlplugs.errors import UnknownNameError
 from rlplugs.rewards import RewardComponent, Sample, Score, UnscoredLedger, run_sync, score_components
 
 
-class EvalProtocol(StrictConfig):
+#: The bounds of the sampling settings, wherever a config takes them: an evaluation protocol,
+#: every command's policy (:class:`~rlplugs.HFPolicy`), guidance's candidates.
+Temperature = Annotated[float, Field(ge=0)]
+TopP = Annotated[float, Field(gt=0, le=1)]
+
+
+class Sampling(StrictConfig):
+    """How a policy samples its replies."""
+
+    temperature: Temperature = Field(0.6, description="0: greedy")
+    top_p: TopP = 1.0
+    max_new_tokens: int = Field(1024, ge=1)
+
+
+class EvalProtocol(Sampling):
     """How an environment is evaluated (the model card's protocol)."""
 
     splits: tuple[str, ...] = ("validation",)
     rows: int = Field(16, ge=1, description="rows per split")
     samples_per_row: int = Field(4, ge=1)
-    temperature: float = Field(0.6, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
     enable_thinking: bool = False
-    max_new_tokens: int = Field(1024, ge=1)
     report_by: tuple[str, ...] = Field((), description="row columns to break results down by (e.g. family)")
     success_component: str | None = Field(None, description="component whose mean is the headline success rate")
 

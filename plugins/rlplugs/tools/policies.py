@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from rlplugs.config import validate_options
+from rlplugs.envspec import Sampling
 from rlplugs.episode import Message
 from rlplugs.errors import InvalidOptionsError, UsageError
 
@@ -76,12 +78,7 @@ class HFPolicy:
         # at the first call, and took a negative temperature as greedy without a word)
         if batch_size < 1:
             raise InvalidOptionsError(f"batch size {batch_size}: give at least 1 conversation per generate() call")
-        if temperature < 0:
-            raise InvalidOptionsError(f"temperature {temperature}: give 0 (greedy) or more")
-        if not 0 < top_p <= 1:
-            raise InvalidOptionsError(f"top_p {top_p}: give a share of the probability mass above 0 and at most 1")
-        if max_new_tokens < 1:
-            raise InvalidOptionsError(f"max_new_tokens {max_new_tokens}: give at least 1 token per reply")
+        validate_options(Sampling, {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}, "sampling")
         loaded_here = isinstance(model, (str, Path))
         if loaded_here:
             self.name = str(model)

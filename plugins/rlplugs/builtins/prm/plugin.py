@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 import rlplugs
-from rlplugs import Registration, StrictConfig
+from rlplugs import Registration, StrictConfig, Temperature, TopP
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,8 @@ class CandidatesConfig(StrictConfig):
     """How best-of-N samples its candidates (every picker's options have these)."""
 
     n: int = Field(4, ge=1, description="candidates per learner turn")
-    temperature: float | None = Field(0.7, ge=0, description="candidate sampling temperature (None: the policy's own)")
-    top_p: float | None = Field(None, gt=0, le=1, description="candidates drawn within this nucleus (None: the policy's own)")
+    temperature: Temperature | None = Field(0.7, description="candidate sampling temperature (None: the policy's own)")
+    top_p: TopP | None = Field(None, description="candidates drawn within this nucleus (None: the policy's own)")
     policy_reply: bool = Field(False, description="the policy's own reply is the first candidate, n - 1 are sampled")
 
     def candidates(self) -> dict[str, Any]:
