@@ -9,6 +9,7 @@ a subprocess, and that program talks over HTTP to a loopback OpenAI-compatible s
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import tomllib
@@ -93,7 +94,9 @@ def test_single_turn_rollouts_are_scored_per_component_with_weights_and_unscored
 
 
 def test_multi_turn_episode_is_played_through_the_env_with_sibling_attempts(tmp_path, monkeypatch):
-    env = {"taskset": {"id": "count-test", "split": "validation", "turns": 3}, "n": 2}
+    # a TOML weight for a component the Env records once the episode is over (verifiers would look
+    # for a reward method of that name and error every trace)
+    env = {"taskset": {"id": "count-test", "split": "validation", "turns": 3, "task": {"rewards": {"digits": {"weight": 0.5}}}}, "n": 2}
     episodes, requests = run_vf_eval(tmp_path, monkeypatch, env, limit=1)
     (episode,) = episodes
     assert episode.ok, episode.errors
@@ -104,6 +107,7 @@ def test_multi_turn_episode_is_played_through_the_env_with_sibling_attempts(tmp_
         assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
         assert [n.message.content for n in trace.nodes if n.message.role == "user"][1:] == ["Next number?"] * 2
         assert trace.rewards["digits"].score == 1.0 and trace.rewards["final_len"].weight == 0.2
+        assert trace.rewards["digits"].weight == 0.5
 
 
 def test_episode_stopped_by_an_error_errors_its_traces_and_the_other_tasks_are_scored(tmp_path, monkeypatch):
@@ -161,12 +165,13 @@ def test_group_component_compares_sibling_attempts_in_env_finalize(tmp_path, mon
     monkeypatch.syspath_prepend(str(tmp_path / "modules"))
     replies = iter(["first", "first", "third"])  # two siblings agree, so only the third is distinct
     monkeypatch.setattr(sys.modules[__name__], "numbered", lambda messages: next(replies))
-    episodes, requests = run_vf_eval(tmp_path / "out", monkeypatch, {"taskset": {"id": "siblings-test"}, "n": 3}, limit=1)
+    rewards = {"distinct": {"weight": 3.0}}  # a group component's weight, applied by the Env
+    episodes, requests = run_vf_eval(tmp_path / "out", monkeypatch, {"taskset": {"id": "siblings-test", "task": {"rewards": rewards}}, "n": 3}, limit=1)
     (episode,) = episodes
     assert episode.ok, episode.errors
     by_reply = {t.last_reply: t for t in episode.traces}
     assert len(episode.traces) == 3 and set(by_reply) == {"first", "third"}
-    assert by_reply["third"].rewards["distinct"].score == 1.0 and by_reply["third"].rewards["distinct"].weight == 2.0
+    assert by_reply["third"].rewards["distinct"].score == 1.0 and by_reply["third"].rewards["distinct"].weight == 3.0
     assert [t.rewards["distinct"].score for t in episode.traces].count(0.0) == 2
     assert by_reply["third"].rewards["length"].score == 5.0  # per-trace component scored by the Task
 
@@ -269,6 +274,19 @@ def test_a_bad_option_on_the_vf_eval_command_line_is_verifiers_config_error(flag
     )  # fmt: skip
     text = " ".join((proc.stdout + proc.stderr).replace("│", " ").split())  # the error box, unwrapped
     assert proc.returncode != 0 and shown in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize("env, rewards, shown", [
+    ("letters-test", {"brevty": {"weight": 0.1}}, "task.rewards: 'brevty' (did you mean 'brevity'?) is no reward component of 'letters-test'"),
+    ("count-test", {"digits": {"fn": "os:getcwd"}}, "task.rewards.digits: 'count-test' records 'digits' once its episodes are scored"),
+])  # fmt: skip
+def test_task_rewards_that_name_no_component_are_refused_when_the_config_is_read(env, rewards, shown):
+    """Such an entry passed verifiers' config check and errored every trace of the run."""
+    config = loaders.taskset_config_type(env)
+    with pytest.raises(ValueError, match=re.escape(shown)):
+        config(id=env, task={"rewards": rewards})
+    plugged = config(id=env, task={"rewards": {"mine": {"fn": "os:getcwd"}}})  # a new reward under its own name
+    assert list(plugged.task.rewards) == ["mine"]
 
 
 def test_an_env_option_renamed_in_the_taskset_config_is_named_as_typed():

@@ -17,10 +17,13 @@ What the classes do:
   and ``split``, so ``[env.taskset] id = "factorio-build", rows = 64, split = "train"`` in TOML
   validates against the env's StrictConfig. Each dataset row becomes one task; the row rides on
   the task data (with the env options) so an env-server rebuilds scoring from the wire alone.
-- **Task**: one ``async @vf.reward`` method per (non-group) reward component, named after it and
-  weighted by its weight, so ``[env.taskset.task.rewards] brevity = { weight = 0.1 }`` reweights
-  a component from TOML. All components are computed once per trace through
-  :meth:`EnvSpec.ascore <rlplugs.envspec.EnvSpec.ascore>`.
+- **Task**: one ``async @vf.reward`` method per (non-group) reward component of a single-turn
+  env, named after it and weighted by its weight. All components are computed once per trace
+  through :meth:`EnvSpec.ascore <rlplugs.envspec.EnvSpec.ascore>`. ``[env.taskset.task.rewards]
+  brevity = { weight = 0.1 }`` reweights any component from TOML: verifiers applies it to a
+  method, the Env to what it records itself (group components, and every component of a
+  multi-turn env, scored once the episode is over: :func:`reward_weights`). A name that is no
+  component and plugs no ``fn`` is refused when the config is read, with the closest names.
 - **Env** (``<Name>Env``): multi-turn envs, and single-turn envs with group components. Seats
   are agents: ``agent`` plays every trained seat (self-play when all seats are trained),
   ``opponent`` the others (its traces are not trainable). Each seat's trace is named after the
@@ -65,6 +68,7 @@ from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 from rlplugs.envspec import EnvSpec
 from rlplugs.episode import GuardedEpisode, last_reply, start_episode, stop_reason
 from rlplugs.config import unknown_options_message, validate_options
+from rlplugs.errors import did_you_mean
 from rlplugs.registry import env_for_module, get_registry, make_env
 from rlplugs.rewards import Sample, Score, Unscorable
 
@@ -107,6 +111,13 @@ def _sample(data: RowData, completion: str, episode: Any = None, group: int | No
     return Sample(prompt=data.row.get("prompt"), completion=completion, row=row, episode=episode, group=group)
 
 
+def reward_weights(spec: EnvSpec, config: vf.TaskConfig) -> dict[str, float]:
+    """The components' weights with the run's ``[env.taskset.task.rewards] NAME = { weight = W }``
+    applied: verifiers applies it to a task's reward methods, this to the rewards the Env records."""
+    changed = {name: entry.weight for name, entry in config.rewards.items() if name in spec.weights and entry.weight is not None}
+    return {**spec.weights, **changed}
+
+
 def record_scores(trace: vf.Trace, scores: dict[str, Score], weights: dict[str, float]) -> None:
     """Put one sample's component scores on its trace; unscored ones stay ``None`` with a reason."""
     for name, score in scores.items():
@@ -143,6 +154,19 @@ class RowTask(vf.Task[RowData, vf.State, vf.TaskConfig]):
     """Scores a single-turn completion with the env's components (see module doc)."""
 
     _scores: dict[str, dict[str, Score]]
+    #: components the Env records (no reward method): a TOML weight for one is the Env's to apply
+    RECORDED_BY_ENV: ClassVar[frozenset[str]] = frozenset()
+
+    def hooks(self, attr: str) -> list[Any]:
+        """verifiers' hooks, less the reweighting entries of components the Env records (verifiers
+        would look for a reward method of that name and fail every trace)."""
+        rewards = self.config.rewards
+        kept = {name: entry for name, entry in rewards.items() if name not in self.RECORDED_BY_ENV}
+        if attr != "reward" or len(kept) == len(rewards):
+            return super().hooks(attr)
+        view = copy.copy(self)
+        view.config = self.config.model_copy(update={"rewards": kept})
+        return vf.Task.hooks(view, attr)
 
     async def score(self, trace: vf.Trace, runtime: Any = None) -> None:
         data = self.data
@@ -157,9 +181,10 @@ class RowTask(vf.Task[RowData, vf.State, vf.TaskConfig]):
             await super().score(trace, runtime)  # the decorated/plugged rewards read the cache
         finally:
             scores = cache.pop(trace.id)
-        record_scores(trace, {n: s for n, s in scores.items() if not s.scored}, spec.weights)
+        weights = reward_weights(spec, self.config)
+        record_scores(trace, {n: s for n, s in scores.items() if not s.scored}, weights)
         if own and not any(c.group for c in spec.components):
-            error = _without_reward(trace, data.env, spec.weights)
+            error = _without_reward(trace, data.env, weights)
             if error is not None:
                 raise error
 
@@ -175,7 +200,8 @@ def _component_reward(name: str, weight: float):
 
 def _task_class(env_name: str, spec: EnvSpec) -> type[RowTask]:
     methods = {} if spec.multi_turn else {c.name: _component_reward(c.name, c.weight) for c in spec.components if not c.group}
-    return type(f"{class_prefix(env_name)}Task", (RowTask,), {"__module__": __name__, **methods})
+    recorded = frozenset(c.name for c in spec.components) - set(methods)
+    return type(f"{class_prefix(env_name)}Task", (RowTask,), {"__module__": __name__, "RECORDED_BY_ENV": recorded, **methods})
 
 
 # --- taskset --------------------------------------------------------------------------------
@@ -190,6 +216,8 @@ class EnvOptionsConfig(vf.TasksetConfig):
     ENV_NAME: ClassVar[str] = ""
     ENV_CONFIG: ClassVar[type[BaseModel] | None] = None
     OPTION_NAMES: ClassVar[dict[str, str]] = {}  # taskset config key -> env option name
+    COMPONENTS: ClassVar[tuple[str, ...]] = ()  # the env's reward components
+    RECORDED_BY_ENV: ClassVar[frozenset[str]] = frozenset()  # those without a task method
 
     def env_options(self) -> dict[str, Any]:
         values = self.model_dump(mode="json")
@@ -200,6 +228,19 @@ class EnvOptionsConfig(vf.TasksetConfig):
         if self.ENV_CONFIG is not None:
             typed = {option: key for key, option in self.OPTION_NAMES.items() if key != option}
             validate_options(self.ENV_CONFIG, self.env_options(), owner=self.ENV_NAME, parsing=True, keys=typed)
+        return self
+
+    @model_validator(mode="after")
+    def _rewards_name_components(self) -> EnvOptionsConfig:
+        """``task.rewards`` entries: a component's new weight, or a plugged ``fn`` under a new name
+        (one of a component the Env records would be overwritten by it: refused)."""
+        for name, entry in self.task.rewards.items():
+            if name not in self.COMPONENTS and not entry.fn:
+                raise ValueError(f"task.rewards: {did_you_mean([name], self.COMPONENTS)} is no reward component of "
+                                 f"'{self.ENV_NAME}' and plugs no fn; components: {', '.join(self.COMPONENTS)}")  # fmt: skip
+            if name in self.RECORDED_BY_ENV and entry.fn:
+                raise ValueError(f"task.rewards.{name}: '{self.ENV_NAME}' records {name!r} once its episodes are scored, "
+                                 f"so a plugged fn cannot replace it; plug yours under another name")  # fmt: skip
         return self
 
     @model_validator(mode="before")
@@ -281,8 +322,9 @@ def taskset_class(env_name: str) -> type[vf.Taskset]:
         split=(Literal[tuple(spec.datasets)] | None, Field(None, description="dataset split (default 'train')")),
         **env_fields,
     )
-    config.ENV_NAME, config.ENV_CONFIG, config.OPTION_NAMES = env_name, registration.config, option_names
     task = _task_class(env_name, spec)
+    config.ENV_NAME, config.ENV_CONFIG, config.OPTION_NAMES = env_name, registration.config, option_names
+    config.COMPONENTS, config.RECORDED_BY_ENV = tuple(c.name for c in spec.components), task.RECORDED_BY_ENV
     body = {"__module__": __name__, "ENV_NAME": env_name, "TASK_CLASS": task, "__doc__": spec.description}
     return types.new_class(f"{prefix}Taskset", (RowTaskset, vf.Taskset[task, config]), exec_body=lambda ns: ns.update(body))
 
@@ -334,9 +376,10 @@ class EpisodeEnv(vf.Env):
                 if seat in episode.trained_seats:
                     samples.append(_sample(data, last_reply(episode, seat), episode, 0, seat))
                     traces.append(trace)
+        weights = reward_weights(spec, task.config)
         for trace, scores in zip(traces, await spec.ascore(samples)):
-            record_scores(trace, scores, spec.weights)
-            _error_without_reward(trace, data.env, spec.weights)
+            record_scores(trace, scores, weights)
+            _error_without_reward(trace, data.env, weights)
 
     async def play(self, task: vf.Task, agents: vf.Agents, spec: EnvSpec) -> tuple[GuardedEpisode, dict[str, vf.Trace]]:
         """One episode: each seat's first turn opens its interaction with the seat's opening
@@ -387,9 +430,10 @@ class EpisodeEnv(vf.Env):
             return
         traces = [t for t in episode.traces if t.ok]
         results = await spec.ascore([_sample(data, t.last_reply, group=0) for t in traces])
+        weights = reward_weights(spec, task.config)
         for trace, scores in zip(traces, results):
-            record_scores(trace, {c.name: scores[c.name] for c in group}, spec.weights)
-            _error_without_reward(trace, data.env, spec.weights)
+            record_scores(trace, {c.name: scores[c.name] for c in group}, weights)
+            _error_without_reward(trace, data.env, weights)
 
 
 @functools.cache
