@@ -260,6 +260,10 @@ def test_optional_tuple_options_and_optional_nested_options_take_json_lists():
         ("split", "tset", "Input should be 'train', 'validation' or 'test' (got 'tset')"),
         # the env's own validator: a traceback when the tasks loaded
         ("games", '["wordl"]', "invalid 'clembench-games' options: games: unknown game 'wordl' (did you mean 'wordle'?)"),
+        # passed the config check, then a traceback about the eval protocol's rows; doubled the rows
+        ("games", "[]", "games: no game: name at least one of wordle,"),
+        ("games", '["wordle", "taboo", "wordle"]', "games: wordle named more than once: name each game once"),
+        ("sft-data", "/nonexistent.jsonl", "sft_data: /nonexistent.jsonl: no such file; write it with `rlplugs games sft-data`"),
     ],
 )
 def test_a_bad_option_on_the_vf_eval_command_line_is_verifiers_config_error(flag, value, shown, tmp_path):

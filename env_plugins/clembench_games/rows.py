@@ -15,6 +15,7 @@ Apart from :mod:`clembench_games.plugin` so the ``rlplugs games`` commands
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -44,10 +45,22 @@ class ClembenchGamesConfig(StrictConfig):
     def _known_games(cls, games: tuple[str, ...]) -> tuple[str, ...]:
         if games == ("all",):
             return tuple(GAMES)
+        if not games:
+            raise ValueError(f"no game: name at least one of {', '.join(GAMES)} (or 'all')")
         unknown = [g for g in games if g not in GAMES]
         if unknown:
             raise ValueError(f"unknown game {did_you_mean(unknown, GAMES, n=1)}; games: {', '.join(GAMES)}")
+        twice = sorted({g for g in games if games.count(g) > 1})
+        if twice:  # each would be played twice over, its instances counted twice in clemscore
+            raise ValueError(f"{', '.join(twice)} named more than once: name each game once")
         return games
+
+    @field_validator("sft_data")
+    @classmethod
+    def _sft_data_is_a_file(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{path}: no such file; write it with `rlplugs games sft-data`")
+        return path
 
 
 def episode_for_row(row: dict[str, Any], partner: str = "perfect") -> GameEpisode:
