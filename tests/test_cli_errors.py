@@ -244,7 +244,10 @@ def test_matrl_preflight_refuses_a_missing_file_or_service_at_once(option, value
     [({"max_turns": 0}, "max_turns: Input should be greater than or equal to 1 (got 0)"),
      ({"fmax": -0.1}, "fmax: Input should be greater than 0 (got -0.1)"),
      # attempts 0 left the retry loop untried: an AssertionError reached the user
-     ({"retry": {"attempts": 0}}, "retry.attempts: Input should be greater than or equal to 1 (got 0)")],
+     ({"retry": {"attempts": 0}}, "retry.attempts: Input should be greater than or equal to 1 (got 0)"),
+     # inf passed gt=0; NaN passes every bound (a comparison with it is False)
+     ({"fmax": "inf"}, "fmax: Input should be a finite number (got 'inf')"),
+     ({"retry": {"timeout_s": "NaN"}}, "retry.timeout_s: Input should be a finite number (got 'NaN')")],
 )
 def test_matrl_preflight_refuses_a_number_out_of_range(options, message):
     proc = run(None, "preflight", "--env", "matrl", "--env_args", json.dumps(options))

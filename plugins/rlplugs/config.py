@@ -19,9 +19,11 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class StrictConfig(BaseModel):
-    """Base class for every rlplugs config: unknown keys are errors, values are validated."""
+    """Base class for every rlplugs config: unknown keys are errors, values are validated, and a
+    number must be finite (``inf`` passed ``gt=0`` bounds, then broke a timer in a worker, and
+    travels as ``null`` in JSON)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def validate_options(model: type[M], options: dict[str, Any], owner: str = "", *, parsing: bool = False,
