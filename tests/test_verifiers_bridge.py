@@ -293,6 +293,15 @@ def test_task_rewards_that_name_no_component_are_refused_when_the_config_is_read
     assert list(plugged.task.rewards) == ["mine"]
 
 
+def test_a_system_prompt_file_is_refused_where_the_episodes_write_their_own(tmp_path):
+    """A multi-turn env's seats get the game's rules as their system prompt: the file was dropped."""
+    prompt = tmp_path / "system.txt"
+    prompt.write_text("Answer in French.")
+    with pytest.raises(ValueError, match="system_prompt: 'count-test' is multi-turn, and its episodes write each seat's"):
+        loaders.taskset_config_type("count-test")(id="count-test", system_prompt=str(prompt))
+    assert loaders.taskset_config_type("letters-test")(id="letters-test", system_prompt=str(prompt)).system_prompt == prompt
+
+
 def test_an_env_option_renamed_in_the_taskset_config_is_named_as_typed():
     """An env option named like a verifiers taskset key is ``env_<name>`` in ``[env.taskset]``; its
     validator's refusal names that key (it said ``task:``, a key the TOML does not have)."""

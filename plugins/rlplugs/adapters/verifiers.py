@@ -217,6 +217,7 @@ class EnvOptionsConfig(vf.TasksetConfig):
     ENV_CONFIG: ClassVar[type[BaseModel] | None] = None
     OPTION_NAMES: ClassVar[dict[str, str]] = {}  # taskset config key -> env option name
     COMPONENTS: ClassVar[tuple[str, ...]] = ()  # the env's reward components
+    MULTI_TURN: ClassVar[bool] = False
     RECORDED_BY_ENV: ClassVar[frozenset[str]] = frozenset()  # those without a task method
 
     def env_options(self) -> dict[str, Any]:
@@ -241,6 +242,13 @@ class EnvOptionsConfig(vf.TasksetConfig):
             if name in self.RECORDED_BY_ENV and entry.fn:
                 raise ValueError(f"task.rewards.{name}: '{self.ENV_NAME}' records {name!r} once its episodes are scored, "
                                  f"so a plugged fn cannot replace it; plug yours under another name")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
+    def _system_prompt_is_used(self) -> EnvOptionsConfig:
+        if self.MULTI_TURN and self.system_prompt is not None:  # the Env would play without it
+            raise ValueError(f"system_prompt: '{self.ENV_NAME}' is multi-turn, and its episodes write each seat's "
+                             "system prompt themselves (the game's rules); leave system_prompt unset")  # fmt: skip
         return self
 
     @model_validator(mode="before")
@@ -325,6 +333,7 @@ def taskset_class(env_name: str) -> type[vf.Taskset]:
     task = _task_class(env_name, spec)
     config.ENV_NAME, config.ENV_CONFIG, config.OPTION_NAMES = env_name, registration.config, option_names
     config.COMPONENTS, config.RECORDED_BY_ENV = tuple(c.name for c in spec.components), task.RECORDED_BY_ENV
+    config.MULTI_TURN = spec.multi_turn
     body = {"__module__": __name__, "ENV_NAME": env_name, "TASK_CLASS": task, "__doc__": spec.description}
     return types.new_class(f"{prefix}Taskset", (RowTaskset, vf.Taskset[task, config]), exec_body=lambda ns: ns.update(body))
 
