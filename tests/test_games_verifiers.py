@@ -39,10 +39,10 @@ def test_self_play_taboo_episode_trains_both_seats_and_is_scored(tmp_path, monke
     assert replies[0].startswith("CLUE: a noun that fits the pattern") and replies[1].startswith("GUESS: ")
 
 
-def play(tmp_path, monkeypatch, taskset: dict, limit: int):
+def play(tmp_path, monkeypatch, taskset: dict, limit: int, policy=reference_policy):
     monkeypatch.setenv("RLPLUGS_TEST_KEY", "local")
     env = {"taskset": {"id": "clembench-games", "split": "validation", **taskset}, "agent": {"runtime": {"type": "subprocess"}}}
-    with serve_policy(reference_policy, idle_timeout_s=120) as server:
+    with serve_policy(policy, idle_timeout_s=120) as server:
         config = EvalConfig(env=env, model="reference", client={"base_url": server.base_url, "api_key_var": "RLPLUGS_TEST_KEY"},
                             num_rollouts=1, push=False, rich=None, output_dir=tmp_path, select={"limit": limit})
         return asyncio.run(run_eval(config))
@@ -59,3 +59,15 @@ def test_each_seat_names_its_trace_so_prime_rl_rae_keeps_one_baseline_per_role(t
     episodes = play(tmp_path / "single", monkeypatch, {"games": ["taboo"], "seats": "single"}, limit=2)
     names = sorted(t.agent.name for e in episodes for t in e.traces)
     assert names == ["describer", "guesser"], names
+
+
+def test_an_aborted_episode_scores_0_with_the_abort_on_the_trace(tmp_path, monkeypatch):
+    """A reply that breaks its format aborts the game: a real 0, and the trace says why (the reason
+    was dropped on the way to verifiers, so a 0 read the same as a lost game)."""
+    (episode,) = play(tmp_path, monkeypatch, {"games": ["taboo"]}, limit=1, policy=lambda messages: "I am not sure.")
+    assert episode.ok, episode.errors
+    (describer,) = [t for t in episode.traces if t.agent.name == "describer"]
+    assert describer.rewards["played"].score == 0.0 and describer.rewards["main_score"].score == 0.0
+    reasons = describer.info["reasons"]
+    assert set(reasons) == {"main_score", "played", "success"}
+    assert reasons["played"].startswith("aborted") and "CLUE" in reasons["played"], reasons

@@ -39,7 +39,8 @@ What the classes do:
 run" and sums only the recorded rewards, and a reward method that raises fails the whole trace
 (``task_error``, excluded from training). rlplugs maps its rule onto that: an unscored component
 stays ``None`` on the trace with its reason in ``trace.info["unscored"]`` (the other components
-still count, as TRL's NaN-excluding sum does); a trace on which no component with a nonzero weight
+still count, as TRL's NaN-excluding sum does), a scored one's reason, where its scorer gave one
+(an abort's), goes to ``trace.info["reasons"]``, and a trace on which no component with a nonzero weight
 could be scored is an errored trace (``trace.record_error``) rather than a reward of 0. Episodes
 are played guarded (:func:`rlplugs.episode.guard`): an environment error in ``step``, a seat cut
 off by its turn or token limit, or the ``max_turns`` cap stops that sibling attempt alone, and
@@ -126,6 +127,15 @@ def record_scores(trace: vf.Trace, scores: dict[str, Score], weights: dict[str, 
         else:
             trace.rewards[name] = None
             trace.info.setdefault("unscored", {})[name] = score.reason
+    record_reasons(trace, scores)
+
+
+def record_reasons(trace: vf.Trace, scores: dict[str, Score]) -> None:
+    """Why a scored component scored what it did, where the scorer said (an abort's reason behind a
+    0), in ``trace.info["reasons"]``: what a TRL run logs and an evaluation report shows."""
+    for name, score in scores.items():
+        if score.scored and score.reason:
+            trace.info.setdefault("reasons", {})[name] = score.reason
 
 
 def _without_reward(trace: vf.Trace, env_name: str, weights: dict[str, float]) -> Unscorable | None:
@@ -183,6 +193,7 @@ class RowTask(vf.Task[RowData, vf.State, vf.TaskConfig]):
             scores = cache.pop(trace.id)
         weights = reward_weights(spec, self.config)
         record_scores(trace, {n: s for n, s in scores.items() if not s.scored}, weights)
+        record_reasons(trace, scores)  # the scored ones' values came through the reward methods
         if own and not any(c.group for c in spec.components):
             error = _without_reward(trace, data.env, weights)
             if error is not None:
