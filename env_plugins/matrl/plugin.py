@@ -92,8 +92,8 @@ class MatrlConfig(StrictConfig):
             if missing:
                 what = "no such folder" if not Path(value).is_dir() else f"no {' or '.join(missing)} in it"
                 raise ValueError(f"{value!r}: {what}; give a MatGL-format MEGNet folder (model.json + "
-                                 "state.pt), leave it out for the shipped weights, or set it to null to switch "
-                                 "band-gap rewards off")
+                                 "state.pt), leave it out for the shipped weights, or set it to null (None on vf-eval's "
+                                 "command line) to switch band-gap rewards off")
         return value
 
     @field_validator("hull_reference")
