@@ -247,7 +247,9 @@ def test_matrl_preflight_refuses_a_missing_file_or_service_at_once(option, value
      ({"retry": {"attempts": 0}}, "retry.attempts: Input should be greater than or equal to 1 (got 0)"),
      # inf passed gt=0; NaN passes every bound (a comparison with it is False)
      ({"fmax": "inf"}, "fmax: Input should be a finite number (got 'inf')"),
-     ({"retry": {"timeout_s": "NaN"}}, "retry.timeout_s: Input should be a finite number (got 'NaN')")],
+     ({"retry": {"timeout_s": "NaN"}}, "retry.timeout_s: Input should be a finite number (got 'NaN')"),
+     # taken, then torch's device list errored every episode
+     ({"device": "tpu"}, "device: 'tpu' is not a torch device; give cpu, cuda or cuda:N")],
 )
 def test_matrl_preflight_refuses_a_number_out_of_range(options, message):
     proc = run(None, "preflight", "--env", "matrl", "--env_args", json.dumps(options))

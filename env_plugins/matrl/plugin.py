@@ -113,6 +113,20 @@ class MatrlConfig(StrictConfig):
             check_mp20_csv(path)
         return value
 
+    @field_validator("device")
+    @classmethod
+    def _torch_device(cls, value: str, info: ValidationInfo) -> str:
+        """A device torch knows, and with CUDA a GPU here (it failed every episode's first relaxation)."""
+        import torch
+
+        try:
+            device = torch.device(value)
+        except RuntimeError:
+            raise ValueError(f"{value!r} is not a torch device; give cpu, cuda or cuda:N") from None
+        if device.type == "cuda" and not only_parsing(info) and not torch.cuda.is_available():
+            raise ValueError(f"{value!r}: torch sees no CUDA GPU here; give cpu")
+        return value
+
     @field_validator("judge_url")
     @classmethod
     def _judge_service_answers(cls, value, info: ValidationInfo):
