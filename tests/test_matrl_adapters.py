@@ -87,3 +87,22 @@ def test_verifiers_taskset_config_checks_matrl_options_but_reaches_no_service_wh
     assert config_type(id="matrl", judge_url=closed).judge_url == closed
     with pytest.raises(ValueError, match="'ftp://judges' is not an http"):
         config_type(id="matrl", judge_url="ftp://judges")
+
+
+def test_vf_eval_with_a_judge_service_that_does_not_answer_stops_with_one_line(tmp_path):
+    """The build's check of the service (after the config parsed) raised inside the taskset's load,
+    and vf-eval printed two chained tracebacks around the message."""
+    pytest.importorskip("verifiers.v1")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("vf-eval")), "matrl", "--env.taskset.judge-url", "http://127.0.0.1:9",
+         "--env.taskset.rows", "1", "--env.agent.runtime.type", "subprocess", "--no-push", "-m", "none",
+         "--client.base-url", "http://127.0.0.1:9/v1", "-n", "1", "-o", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "error: invalid 'matrl' options: judge_url: http://127.0.0.1:9: no judge service answered within 30 s")

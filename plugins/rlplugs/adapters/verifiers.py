@@ -69,7 +69,7 @@ from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 from rlplugs.envspec import EnvSpec
 from rlplugs.episode import GuardedEpisode, last_reply, start_episode, stop_reason
 from rlplugs.config import unknown_options_message, validate_options
-from rlplugs.errors import did_you_mean
+from rlplugs.errors import UsageError, did_you_mean
 from rlplugs.registry import env_for_module, get_registry, make_env
 from rlplugs.rewards import Sample, Score, Unscorable
 
@@ -307,7 +307,10 @@ class RowTaskset(vf.Taskset):
 
     def load(self) -> Iterator[RowTask]:
         options = self.config.env_options()
-        spec = spec_for(self.ENV_NAME, options)
+        try:
+            spec = spec_for(self.ENV_NAME, options)
+        except UsageError as exc:  # what only the build checks (a judge service that must answer): one line, not a traceback
+            raise SystemExit(f"error: {exc}") from None
         split = self.split(spec)
         for i, row in enumerate(spec.dataset(split)):
             row = dict(row)
