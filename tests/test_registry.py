@@ -60,6 +60,23 @@ def test_validate_options_reports_every_valid_key():
     assert validate_options(Cfg, {"beta": 3}).beta == 3.0
 
 
+def test_a_key_unknown_inside_nested_options_is_named_by_its_path_with_suggestions():
+    """It was pydantic's 'retry.attempt: Extra inputs are not permitted', with no suggestion."""
+    class Retry(StrictConfig):
+        attempts: int = 3
+        timeout_s: float = 30.0
+
+    class Cfg(StrictConfig):
+        rows: int = 1
+        retry: Retry | None = None
+
+    with pytest.raises(UnknownOptionError) as err:
+        validate_options(Cfg, {"rows": 2, "retry": {"attempt": 5}}, owner="demo")
+    assert str(err.value) == ("unknown option for 'demo': 'retry.attempt' (did you mean 'retry.attempts'?). "
+                              "Valid options: retry.attempts, retry.timeout_s.")
+    assert validate_options(Cfg, {"retry": {"attempts": 5}}).retry.attempts == 5
+
+
 def test_closest_shows_the_spelling_of_the_query_whatever_the_order():
     """``--max_steps`` and ``--max-steps`` both exist (TRL's parser accepts both): a misspelled
     ``--max_stpes`` is told ``--max_steps``, for any order of the known names (a set's order

@@ -264,6 +264,7 @@ def test_optional_tuple_options_and_optional_nested_options_take_json_lists():
         ("games", "[]", "games: no game: name at least one of wordle,"),
         ("games", '["wordle", "taboo", "wordle"]', "games: wordle named more than once: name each game once"),
         ("sft-data", "/nonexistent.jsonl", "sft_data: /nonexistent.jsonl: no such file; write it with `rlplugs games sft-data`"),
+        ("rule-options.taboo-stopword", "[]", "'rule_options.taboo_stopword' (did you mean 'rule_options.taboo_stopwords'"),
     ],
 )
 def test_a_bad_option_on_the_vf_eval_command_line_is_verifiers_config_error(flag, value, shown, tmp_path):

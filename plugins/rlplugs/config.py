@@ -8,8 +8,9 @@ valid keys and the full list, so a typo in a YAML or TOML file fails before any 
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo
 
@@ -33,10 +34,8 @@ def validate_options(model: type[M], options: dict[str, Any], owner: str = "", *
     options wherever they parse the TOML); validators that reach outside the process, such as a
     service that must answer, leave that to the build (:func:`only_parsing`). ``keys``: the key a
     user typed for an option, where it is another (a verifiers taskset's ``env_task``)."""
-    fields = sorted(model.model_fields)
-    unknown = [k for k in options if k not in model.model_fields]
-    if unknown:
-        raise UnknownOptionError(unknown_options_message(unknown, fields, owner))
+    if found := unknown_keys(model, options):
+        raise UnknownOptionError(unknown_options_message(*found, owner=owner))
     try:
         return model.model_validate(options, context={"rlplugs_parsing": parsing})
     except ValidationError as exc:
@@ -50,12 +49,38 @@ def only_parsing(info: ValidationInfo) -> bool:
     return bool((info.context or {}).get("rlplugs_parsing"))
 
 
-def unknown_options_message(unknown: list[str], valid: list[str], owner: str = "") -> str:
-    """The one message for option keys nobody defines: each with its closest valid keys, then all."""
+def field_kinds(annotation: Any) -> tuple[Any, ...]:
+    """The types a field accepts: the members of a union (``tuple[str, ...] | None``), else itself."""
+    return get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
+
+
+def nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The options model a field holds (``retry: RetryPolicy``, ``RuleOptions | None``), if any."""
+    return next((k for k in field_kinds(annotation) if isinstance(k, type) and issubclass(k, BaseModel)), None)
+
+
+def unknown_keys(model: type[BaseModel], data: Any, path: str = "") -> tuple[list[str], list[str], str] | None:
+    """The first keys of ``data`` that ``model`` does not define, top level first, then inside each
+    nested options model (``retry.attempt``): (those keys, the valid keys beside them, their dotted path)."""
+    if not isinstance(data, Mapping):
+        return None
+    unknown = [k for k in data if k not in model.model_fields]
+    if unknown:
+        return unknown, list(model.model_fields), path
+    for name, value in data.items():
+        nested = nested_model(model.model_fields[name].annotation)
+        if nested is not None and (found := unknown_keys(nested, value, f"{path}{name}.")):
+            return found
+    return None
+
+
+def unknown_options_message(unknown: list[str], valid: list[str], path: str = "", owner: str = "") -> str:
+    """The one message for option keys nobody defines: each with its closest valid keys, then all
+    (``path``: where they are nested, ``retry.``)."""
     where = f" for '{owner}'" if owner else ""
     return (
-        f"unknown option{'s' if len(unknown) > 1 else ''}{where}: {did_you_mean(unknown, valid)}. "
-        f"Valid options: {', '.join(sorted(valid))}."
+        f"unknown option{'s' if len(unknown) > 1 else ''}{where}: {did_you_mean(unknown, valid, prefix=path)}. "
+        f"Valid options: {', '.join(sorted(path + k for k in valid))}."
     )
 
 

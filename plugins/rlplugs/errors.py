@@ -64,13 +64,14 @@ def _likeness(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a, b).ratio()
 
 
-def did_you_mean(names: Iterable[str], known: Iterable[str], n: int = 3) -> str:
-    """``'tabo' (did you mean 'taboo'?), 'xyz'``: each unknown name with its closest known ones."""
+def did_you_mean(names: Iterable[str], known: Iterable[str], n: int = 3, prefix: str = "") -> str:
+    """``'tabo' (did you mean 'taboo'?), 'xyz'``: each unknown name with its closest known ones,
+    each written after ``prefix`` (the dotted path of nested options: ``'retry.attempt'``)."""
     known = list(known)
     parts = []
     for name in names:
         hint = closest(name, known, n=n)
-        parts.append(f"'{name}'" + (f" (did you mean {' or '.join(repr(h) for h in hint)}?)" if hint else ""))
+        parts.append(f"'{prefix}{name}'" + (f" (did you mean {' or '.join(repr(prefix + h) for h in hint)}?)" if hint else ""))
     return ", ".join(parts)
 
 

@@ -59,7 +59,7 @@ import json
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, get_origin
 
 import verifiers.v1 as vf
 from pydantic import BaseModel, Field, create_model, model_validator
@@ -68,7 +68,7 @@ from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
 from rlplugs.envspec import EnvSpec
 from rlplugs.episode import GuardedEpisode, last_reply, start_episode, stop_reason
-from rlplugs.config import unknown_options_message, validate_options
+from rlplugs.config import field_kinds, nested_model, unknown_keys, unknown_options_message, validate_options
 from rlplugs.errors import UsageError, did_you_mean
 from rlplugs.registry import env_for_module, get_registry, make_env
 from rlplugs.rewards import Sample, Score, Unscorable
@@ -266,9 +266,8 @@ class EnvOptionsConfig(vf.TasksetConfig):
     @classmethod
     def _known_keys(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = [k for k in data if k not in cls.model_fields]
-            if unknown:
-                raise ValueError(unknown_options_message(unknown, list(cls.model_fields), owner="env.taskset"))
+            if found := unknown_keys(cls, data):
+                raise ValueError(unknown_options_message(*found, owner="env.taskset"))
             return json_tuples(cls, data)
         return data
 
@@ -279,8 +278,8 @@ def json_tuples(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
     option its text, so ``vf-eval clembench-games --env.taskset.games '["wordle"]'`` failed."""
     parsed = dict(data)
     for name, value in data.items():
-        kinds = _kinds(model.model_fields[name].annotation) if name in model.model_fields else ()
-        nested = next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+        annotation = model.model_fields[name].annotation if name in model.model_fields else None
+        kinds, nested = field_kinds(annotation), nested_model(annotation)
         if isinstance(value, str) and any(get_origin(k) is tuple for k in kinds) and value.lstrip().startswith("["):
             try:
                 parsed[name] = json.loads(value)
@@ -289,11 +288,6 @@ def json_tuples(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, dict) and nested is not None:
             parsed[name] = json_tuples(nested, value)
     return parsed
-
-
-def _kinds(annotation: Any) -> tuple[Any, ...]:
-    """The types a field accepts: the members of a union (``tuple[str, ...] | None``), else itself."""
-    return get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
 
 
 class RowTaskset(vf.Taskset):
