@@ -32,6 +32,11 @@ INPUT_FILES = {
     "checkpoint-2/model.safetensors": CUT_SAFETENSORS,
     "cut-model/config.json": "{}",
     "cut-model/model.safetensors": CUT_SAFETENSORS,
+    "bad-json-model/config.json": "{bad",
+    "bad-json-model/model.safetensors": CUT_SAFETENSORS,
+    "no-weights-model/config.json": "{}",
+    "letters-as-rewards.yaml": "environment: letters-test\nextra_rewards: length-penalty\n",
+    "list-env-args.yaml": "environment: letters-test\nenv_args: [1]\n",
 }
 
 CASES = [  # (console script, command, arguments, what the one line must say)
@@ -108,6 +113,29 @@ CASES = [  # (console script, command, arguments, what the one line must say)
     # transformers' loader met it inside every process, with a SafetensorError traceback
     ("trl", "sft", ["--env", "letters-test", "--model_name_or_path", "{tmp}/cut-model"],
      "cut-model: model.safetensors is damaged ("),
+    # one extra reward per letter ("unknown reward component 'l'"), and a TypeError
+    ("rlplugs", "grpo", ["--config", "{tmp}/letters-as-rewards.yaml"],
+     "letters-as-rewards.yaml: extra_rewards: 'length-penalty' is not a list[str] | None"),
+    ("trl", "grpo", ["--config", "{tmp}/list-env-args.yaml"], "list-env-args.yaml: env_args: [1] is not a dict[str, Any] | str | None"),
+    # accepted, and nothing done with them
+    ("rlplugs", "sft", ["--env", "factorio-build", "--model_name_or_path", "{model}", "--extra_rewards", "length-penalty"],
+     "--extra_rewards: GRPO's, SFT trains on an SFT dataset (--sft_dataset) with no reward"),
+    ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--eval_strategy", "steps",
+                     "--dataset_test_split", "nope"], "env 'letters-test' has no split 'nope'; splits: train, validation"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{model}", "--fixups", "entropy-guard",
+                         "entropy-guard"], "--fixups names entropy-guard more than once"),
+    ("trl", "grpo", ["--env", "letters-test", "--extra_rewards", "length-penalty:nan"], "'length-penalty:nan': give a finite weight"),
+    ("rlplugs", "grpo", ["--env", "letters-test", "--max_episode_turns", "0"], "--max_episode_turns 0: give at least 1"),
+    # tracebacks from inside the training process, after the model had loaded
+    ("rlplugs", "sft", ["--env", "letters-test", "--model_name_or_path", "{model}", "--dataset_name", "/nonexistent/data"],
+     "--dataset_name /nonexistent/data: no such file or folder"),
+    # argparse printed the usage of every TRL option first (about 230 lines)
+    ("rlplugs", "grpo", ["--env", "letters-test", "--max_steps", "abc"], "argument --max_steps/--max-steps: invalid int value: 'abc'"),
+    # transformers' OSError traceback, after the preflight, from inside the training process
+    ("rlplugs", "grpo", ["--env", "letters-test", "--model_name_or_path", "{tmp}/bad-json-model"],
+     "bad-json-model: config.json does not parse as JSON (Expecting property name"),
+    ("trl", "grpo", ["--env", "letters-test", "--model_name_or_path", "{tmp}/no-weights-model"],
+     "no-weights-model: no weights in it (model.safetensors, model.safetensors.index.json, ...)"),
 ]  # fmt: skip
 
 
@@ -123,11 +151,13 @@ def one_error_line(stderr: str) -> str:
 
 @pytest.fixture(scope="module")
 def gemma2_dir(tmp_path_factory):
-    """A Gemma 2 config, whose head softcaps its logits: a config is all the launcher reads."""
+    """A Gemma 2 config, whose head softcaps its logits: the launcher reads the config, and only
+    asks that a weights file be there (an empty one: nothing loads it)."""
     from transformers import Gemma2Config
 
     path = tmp_path_factory.mktemp("gemma2")
     Gemma2Config().save_pretrained(path)
+    (path / "pytorch_model.bin").write_bytes(b"")
     return path
 
 
@@ -185,3 +215,11 @@ def test_shipped_envs_defaults_alone_make_a_valid_grpo_config(name, tmp_path, ti
     parsed = parse_training_args("grpo", make_grpo_parser(), argv)  # TRL raises on a partial group
     values = {key: value for args in parsed.args for key, value in vars(args).items()}
     assert {key: values[key] for key in parsed.spec.trainer_defaults} == parsed.spec.trainer_defaults  # all applied
+
+
+def test_an_output_dir_that_cannot_be_written_is_one_line_before_launch(tmp_path, tiny_qwen35, plugin_env):
+    """Trainer met it after the model had loaded: a FileNotFoundError traceback."""
+    proc = run("rlplugs", "grpo", "--env", "letters-test", "--model_name_or_path", str(tiny_qwen35),
+               "--output_dir", "/proc/rlplugs-out", env=plugin_env, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert one_error_line(proc.stderr).startswith("error: --output_dir /proc/rlplugs-out: cannot write there (")

@@ -79,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     # tools plugins build their own commands on
     "run_eval": "rlplugs.tools.eval_command",
     "check_model_dir": "rlplugs.tools.eval_command",
+    "model_folder_problem": "rlplugs.weights",
     "writable_dir": "rlplugs.tools.eval_command",
     "writable_file": "rlplugs.tools.eval_command",
     "unresumable": "rlplugs.weights",

@@ -9,6 +9,7 @@ without reading the tensors, so the check costs milliseconds per shard.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 
@@ -29,12 +30,30 @@ def damaged_safetensors(folder: Path) -> str | None:
 def model_folder_problem(folder: Path, markers: tuple[str, ...] = ("config.json", "adapter_config.json")) -> str | None:
     """What keeps ``folder`` from loading as a model, said with what to do (``None`` when nothing):
     none of ``markers`` in it (a model's ``config.json``, a LoRA adapter's ``adapter_config.json``),
-    or a safetensors file cut short. The training launch and every command that loads a model ask it."""
-    if markers and not any((folder / marker).is_file() for marker in markers):
+    one that does not parse, no weights file, or a safetensors file cut short. The training launch
+    and every command that loads a model ask it."""
+    found = [marker for marker in markers if (folder / marker).is_file()]
+    if markers and not found:
         return f"no {' or '.join(markers)} in it; give a Hugging Face model directory or a LoRA adapter's"
+    for marker in found:  # transformers' loader raised an OSError about it from inside the training processes
+        try:
+            json.loads((folder / marker).read_text())
+        except (ValueError, OSError) as exc:
+            return f"{marker} does not parse as JSON ({exc}); save or download the model again"
+    if found and not any((folder / name).is_file() for name in _weight_files()):
+        return f"no weights in it ({', '.join(_weight_files()[:2])}, ...); save or download the model again"
     if damage := damaged_safetensors(folder):
         return f"{damage}; save or download the model again"
     return None
+
+
+def _weight_files() -> tuple[str, ...]:
+    """The files transformers loads a model's or an adapter's weights from (whole or as an index of shards)."""
+    from transformers.utils import (ADAPTER_SAFE_WEIGHTS_NAME, ADAPTER_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME,
+                                    SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME)  # fmt: skip
+
+    return (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME, ADAPTER_SAFE_WEIGHTS_NAME,
+            ADAPTER_WEIGHTS_NAME)  # fmt: skip
 
 
 def holds_weights(folder: Path) -> bool:
@@ -42,11 +61,8 @@ def holds_weights(folder: Path) -> bool:
     from on resume: full or sharded weights, a PEFT adapter (subfolders hold one per adapter), an FSDP
     model state, or a DeepSpeed ``global_step*`` folder."""
     from accelerate.utils.constants import FSDP_MODEL_NAME
-    from transformers.utils import (ADAPTER_SAFE_WEIGHTS_NAME, ADAPTER_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME,
-                                    SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME)  # fmt: skip
 
-    names = (WEIGHTS_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_INDEX_NAME, ADAPTER_WEIGHTS_NAME,
-             ADAPTER_SAFE_WEIGHTS_NAME, f"{FSDP_MODEL_NAME}.bin")  # fmt: skip
+    names = (*_weight_files(), f"{FSDP_MODEL_NAME}.bin")
     subfolders = [p for p in folder.iterdir() if p.is_dir()]
     return any((where / name).is_file() for where in [folder, *subfolders] for name in names) or any(
         FSDP_MODEL_NAME in p.name or p.name.startswith("global_step") for p in subfolders)

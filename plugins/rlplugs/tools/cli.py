@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -278,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     def command() -> int:
-        if argv and argv[0] in TRAINING_COMMANDS:
-            return run_training(argv[0], argv[1:])
+        rest = argv[1:] if verbose else argv  # `rlplugs -v grpo ...` (what a fault's hint says to run)
+        if rest and rest[0] in TRAINING_COMMANDS:
+            return run_training(rest[0], rest[1:])
         parser = build_parser()
         args = parser.parse_args(argv)
         if getattr(args, "func", None) is None:
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             return USAGE_ERROR
         return int(args.func(args) or 0)
 
-    return run_script(command, f"rerun as `rlplugs -v {' '.join(argv)}`", traceback=verbose or None)
+    return run_script(command, f"rerun as `rlplugs -v {shlex.join(argv)}`", traceback=verbose or None)
 
 
 if __name__ == "__main__":

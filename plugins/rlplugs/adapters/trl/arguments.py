@@ -21,10 +21,11 @@ Three details shape this module:
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, ScriptArguments, SFTConfig, TrlParser
 from trl.scripts.grpo import GRPOScriptArguments
@@ -127,6 +128,8 @@ class EnvGRPOScriptArguments(GRPOScriptArguments, EnvArguments):
 
     def __post_init__(self) -> None:
         EnvArguments.__post_init__(self)
+        if self.max_episode_turns < 1:
+            raise ValueError(f"--max_episode_turns {self.max_episode_turns}: give at least 1")
 
 
 @dataclass
@@ -141,12 +144,20 @@ class EnvSFTScriptArguments(ScriptArguments, EnvArguments):
         EnvArguments.__post_init__(self)
 
 
+class OneLineParser(TrlParser):
+    """TRL's parser, whose refusals are one line: argparse printed the whole usage of several
+    hundred options before ``invalid int value: 'abc'``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}; see `{self.prog} --help`\n")
+
+
 def make_grpo_parser(prog: str | None = None) -> TrlParser:
-    return TrlParser((EnvGRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
+    return OneLineParser((EnvGRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
 
 
 def make_sft_parser(prog: str | None = None) -> TrlParser:
-    return TrlParser((EnvSFTScriptArguments, SFTConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
+    return OneLineParser((EnvSFTScriptArguments, SFTConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
 
 
 def extra_components(args: EnvArguments) -> list[RewardComponent]:
@@ -160,12 +171,17 @@ def extra_components(args: EnvArguments) -> list[RewardComponent]:
                 component.weight = float(weight)
             except ValueError:
                 raise ValueError(f"--extra_rewards '{name}:{weight}': weight {weight!r} is not a number") from None
+            if not math.isfinite(component.weight):  # nan trained on a reward of 0 without a word
+                raise ValueError(f"--extra_rewards '{name}:{weight}': give a finite weight")
     return components
 
 
 def fixups(args: EnvArguments) -> list[Any]:
     """The checkpoint fixups named with ``--fixups``, built with their ``--fixup_args`` options."""
-    return build_named("checkpoint_fixup", list(args.fixups or []), args.fixup_args, "--fixup_args")
+    names = list(args.fixups or [])
+    if twice := sorted({name for name in names if names.count(name) > 1}):  # two callbacks acting on every step
+        raise ValueError(f"--fixups names {', '.join(twice)} more than once: name each fixup once")
+    return build_named("checkpoint_fixup", names, args.fixup_args, "--fixup_args")
 
 
 def env_from_args(args: EnvArguments) -> EnvSpec:
@@ -222,13 +238,30 @@ def names_env_in_env_key(config: dict[str, Any]) -> bool:
 
 
 def check_config_file(argv: list[str]) -> None:
-    """:func:`read_config_file`, and ``env: NAME`` answered with the key to use instead."""
+    """:func:`read_config_file`, ``env: NAME`` answered with the key to use instead, and rlplugs' own
+    keys checked against their types (TRL hands a YAML value to the dataclass as it is: ``extra_rewards:
+    length-penalty`` became one reward per letter, ``env_args: [1]`` a TypeError)."""
+    import dataclasses
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
     config = read_config_file(argv) or {}
+    if not config:
+        return
+    path = argv[argv.index("--config") + 1]
     if names_env_in_env_key(config):
         raise LaunchError(
-            f"config file {argv[argv.index('--config') + 1]}: `env: {config['env']}` is TRL's map of environment "
+            f"config file {path}: `env: {config['env']}` is TRL's map of environment "
             f"variables; name the rlplugs environment with `environment: {config['env']}`"
         )
+    types = typing.get_type_hints(EnvArguments)
+    for option in (f.name for f in dataclasses.fields(EnvArguments) if f.name in config):
+        try:
+            TypeAdapter(types[option]).validate_python(config[option], strict=True)
+        except ValidationError:
+            kind = types[option].__name__ if isinstance(types[option], type) else str(types[option]).replace("typing.", "")
+            raise LaunchError(f"config file {path}: {option}: {config[option]!r} is not a {kind}") from None
 
 
 def parser_options(parser: TrlParser) -> set[str]:
@@ -313,6 +346,26 @@ def check_resume(resume_from_checkpoint: str | None) -> None:
         raise LaunchError(f"--resume_from_checkpoint {reason}")
 
 
+def check_output_dir(output_dir: str | None) -> None:
+    """``--output_dir`` must be a folder this process can write into (``Trainer`` met it after the model
+    had loaded, with a traceback from every process)."""
+    from rlplugs.errors import UsageError
+    from rlplugs.tools.eval_command import writable_dir
+
+    if output_dir:
+        try:
+            writable_dir(output_dir, "--output_dir")
+        except UsageError as exc:
+            raise LaunchError(str(exc)) from None
+
+
+def check_dataset_path(name: str | None) -> None:
+    """A ``--dataset_name`` written as a local path must be there (datasets raised from inside the
+    training process); a Hub id is left to datasets."""
+    if name and name.startswith(("/", ".", "~")) and not Path(name).expanduser().exists():
+        raise LaunchError(f"--dataset_name {name}: no such file or folder; give a local dataset or a Hub dataset id")
+
+
 def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
     """What a training script would otherwise find only after loading the model: the model
     source and, per command, where the data and rewards come from."""
@@ -323,6 +376,8 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
     check_model_source(model_args.model_name_or_path)
     check_bounds(training_args)
     check_resume(training_args.resume_from_checkpoint)
+    check_output_dir(training_args.output_dir)
+    check_dataset_path(script_args.dataset_name)
     user_data = bool(dataset_args.datasets or script_args.dataset_name)
     if command == "grpo" and (script_args.reward_funcs or script_args.reward_model_name_or_path):
         raise LaunchError(
@@ -333,6 +388,14 @@ def check_training_inputs(command: str, parsed: ParsedTraining) -> None:
         check_generation_backend(script_args, training_args, spec.multi_turn)
         if not user_data:
             spec.check_split(script_args.env_split)
+            if training_args.eval_strategy != "no" and script_args.dataset_test_split != "test":  # TRL's default
+                spec.check_split(script_args.dataset_test_split)  # an unknown one fell back to the protocol's
+    if command == "sft":  # EnvArguments are shared; these were accepted and did nothing
+        unused = [flag for flag, given in (("--extra_rewards", script_args.extra_rewards), ("--reward_args", script_args.reward_args),
+                                           ("--skip_preflight", script_args.skip_preflight),
+                                           ("--env_split", script_args.env_split != "train")) if given]  # fmt: skip
+        if unused:
+            raise LaunchError(f"{', '.join(unused)}: GRPO's, SFT trains on an SFT dataset (--sft_dataset) with no reward")
     if command == "sft" and not user_data:
         try:
             spec.sft_dataset_name(script_args.sft_dataset)
