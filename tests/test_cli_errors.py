@@ -101,6 +101,23 @@ def test_eval_out_that_is_an_existing_file_is_refused_before_evaluating(plugin_e
     assert existing.read_text() == "keep me"
 
 
+def test_verbose_training_command_runs_as_its_fault_hint_says(capsys):
+    """A training fault's hint says to rerun as `rlplugs -v grpo ...`; that was 'unrecognized arguments'."""
+    main_usage_error(capsys, "-v", "grpo", "--env", "leters-test",
+                     needles=("unknown environment 'leters-test'. Did you mean 'letters-test'",))
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--max_new_tokens", "3", "--no_thinking"], "--max_new_tokens, --thinking/--no_thinking"),  # in the report, not used
+    (["--batch_size", "-5", "--seed", "3"], "--batch_size, --seed"),
+    (["--tokenizer", "/tmp"], "--tokenizer"),
+])  # fmt: skip
+def test_eval_refuses_decoding_flags_for_the_reference_policy(capsys, tmp_path, flags, named):
+    main_usage_error(capsys, "eval", "--env", "count-test", "--policy", "reference", *flags, "--out", str(tmp_path / "ev"),
+                     needles=(f"{named} set how a --model decodes; the reference policy is no model",))
+    assert not (tmp_path / "ev").exists()
+
+
 def test_eval_out_that_cannot_be_written(capsys):
     main_usage_error(capsys, "eval", "--env", "count-test", "--policy", "reference", "--out", "/proc/rlplugs-report",
                      needles=("--out /proc/rlplugs-report: cannot write there",))
@@ -151,6 +168,7 @@ def test_a_model_that_does_not_load_is_one_line_and_leaves_no_output_folder(caps
     monkeypatch.chdir(tmp_path)
     (tmp_path / "unknown").mkdir()
     (tmp_path / "unknown" / "config.json").write_text("{}")  # a config transformers cannot place
+    (tmp_path / "unknown" / "pytorch_model.bin").write_bytes(b"")
     main_usage_error(capsys, *args.split(), "--model", "unknown",
                      needles=("--model unknown: cannot load it (Unrecognized model in unknown.",))
     assert not (tmp_path / "out").exists()
@@ -187,6 +205,10 @@ def test_prm_label_checks_model_and_out_before_any_rollout(capsys, tiny_qwen35, 
     ("--finish greedy --k 2", "--k 2: a greedy finish plays every candidate out the same way; leave --k at 1"),
     ("--policy_reply", "--policy_reply puts the greedy reply first among the candidates; pass --finish greedy as well"),
     ("--method outcome --finish greedy", "--finish greedy and --policy_reply shape monte_carlo's candidates"),
+    # a TypeError and a ZeroDivisionError once the model had loaded and the games were played
+    ("--outcome {\"success\":\"x\"}", "--outcome {\"success\":\"x\"}: give a JSON object of component: weight"),
+    ("--outcome {}", "--outcome {}: give a JSON object of component: weight (weights of at least 0, not all 0)"),
+    ("--method outcome --k 3", "--k and --candidates shape monte_carlo's labels; --method outcome labels the played turns"),
 ])  # fmt: skip
 def test_prm_label_refuses_counts_below_1_and_greedy_monte_carlo(capsys, tiny_qwen35, tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
@@ -280,7 +302,9 @@ def test_matrl_prompt_csv_without_a_cif_column(tmp_path):
      (["--env_args", '{"eval_rowz": 2}'], "'eval_rowz' (did you mean 'eval_rows'"),
      (["--model", "/nonexistent"], "--model /nonexistent: no such directory"),
      (["--rollouts", "0"], "--rollouts 0: give at least 1"),  # named the protocol's samples_per_row
-     (["--render", "-1"], "--render -1: give at least 0")],
+     (["--render", "-1"], "--render -1: give at least 0"),
+     # overwritten by the --judge default, and the report said chgnet
+     (["--env_args", '{"mlip": "chgnet"}'], "--env_args mlip: sun-eval sets them from --judge and --track; use those flags")],
 )
 def test_matrl_sun_eval_checks_its_inputs_as_rlplugs_eval_does(capsys, tmp_path, args, message):
     """``sun-eval`` is ``rlplugs eval`` with matrl's options (one function, ``rlplugs.run_eval``):
@@ -319,13 +343,30 @@ def test_ckpt_segments_on_a_corrupt_segments_file(capsys, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [(["--begin", "-3"], "cannot begin at step -3"),
-     (["--end", "3", "--begin", "5"], "--begin 5 is after --end 3")],
+     (["--end", "3", "--begin", "5"], "--begin 5 is after --end 3"),
+     # each printed the chain and was ignored
+     (["--fresh-optimizer", "--resumed-from", "checkpoint-3"], "describe a new segment: pass --begin STEP"),
+     (["--reason", "guard"], "--reason says why a segment ended: pass --end STEP")],
 )
 def test_ckpt_segments_refuses_impossible_steps(capsys, tmp_path, args, message):
     assert cli.main(["ckpt", "segments", str(tmp_path), "--begin", "0"]) == 0  # one open segment
     before = (tmp_path / "rlplugs_segments.json").read_text()
     main_usage_error(capsys, "ckpt", "segments", str(tmp_path), *args, needles=(message,))
     assert (tmp_path / "rlplugs_segments.json").read_text() == before
+
+
+def test_ckpt_segments_records_only_into_a_run_folder_that_is_there(capsys, tmp_path):
+    """A typo in the folder made a new one, and a new chain in it."""
+    main_usage_error(capsys, "ckpt", "segments", str(tmp_path / "rnu"), "--begin", "0", "--fresh-optimizer",
+                     needles=(f"{tmp_path / 'rnu'}: no such run folder; give the run's --output_dir",))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ckpt_repair_optimizer_on_metadata_that_does_not_load(capsys, tmp_path):
+    (tmp_path / ".metadata").write_bytes(b"garbage\n")  # was "ValueError: invalid literal for int() ..."
+    line = main_usage_error(capsys, "ckpt", "repair-optimizer", str(tmp_path), needles=(".metadata does not load (",))
+    assert "the checkpoint is damaged" in line
+    assert (tmp_path / ".metadata").read_bytes() == b"garbage\n"
 
 
 def test_ckpt_fix_dtype_on_a_config_that_is_a_list(capsys, tmp_path):

@@ -150,9 +150,20 @@ def test_health_readiness_and_prometheus_metrics(service_url):
     assert 'matrl_judge_errors_total{kind="400",route="/relax"}' in httpx.get(service_url + "/metrics").text
 
 
-def test_serve_judges_reports_a_model_that_does_not_load_in_one_line(plugin_env, tmp_path):
-    result = subprocess.run([RLPLUGS, "matrl", "serve-judges", "--port", str(free_port()),
-                             "--band_gap_model", str(tmp_path)], env={**plugin_env, "OMP_NUM_THREADS": "1"},
-                            capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("flags, shown", [
+    # found once the service had started and CHGNet had loaded, and said twice
+    (["--band_gap_model", "{tmp}"], "invalid 'serve-judges' options: band_gap_model: '{tmp}': no model.json or state.pt in it; give a MatGL-format MEGNet folder"),
+    # pydantic's 13-line report of four errors
+    (["--relax_steps", "-3", "--max_batch_size", "0"], "invalid 'serve-judges' options: relax_steps: Input should be greater than or equal to 1 (got -3); "
+                                                        "max_batch_size: Input should be greater than or equal to 1 (got 0)"),
+    (["--device", "banana"], "invalid 'serve-judges' options: device: 'banana' is not a torch device; give cpu, cuda or cuda:N"),
+    # a plain local server started, and --detach did not return
+    (["--replicas", "4", "--detach"], "--replicas, --detach: Ray Serve options; pass --ray as well"),
+])  # fmt: skip
+def test_serve_judges_refuses_its_flags_in_one_line_before_it_starts(plugin_env, tmp_path, flags, shown):
+    flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
+    result = subprocess.run([RLPLUGS, "matrl", "serve-judges", "--port", str(free_port()), *flags],
+                            env={**plugin_env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr
-    assert "has no state.pt" in result.stderr and "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {shown.replace('{tmp}', str(tmp_path))}"), lines

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from prm_scripted import ScriptedPolicy
 
 from rlplugs.episode import stop_reason
@@ -330,6 +331,9 @@ def test_prm_cli_rejects_bad_input_with_a_usage_error(tmp_path, tiny_qwen35, cap
     (["--max_length", "0"], "--max_length 0: give a value of at least 1"),  # kept every row whole
     (["--grad_accum", "0"], "--grad_accum 0: give a value of at least 1"),  # a ZeroDivisionError after loading
     (["--max_steps", "0"], "--max_steps 0: give at least 1, or -1 to train --epochs passes"),
+    (["--keep_adapter"], "--keep_adapter keeps a LoRA adapter: pass --lora as well"),  # merged weights, no word
+    pytest.param(["--bf16"], "--bf16 trains in bfloat16 mixed precision on a GPU, and torch sees none here",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU takes --bf16")),  # refused after loading
 ])  # fmt: skip
 def test_prm_train_refuses_numbers_out_of_range_before_anything_is_written(tmp_path, tiny_qwen35, capsys, args, message):
     from rlplugs.tools.cli import USAGE_ERROR, main

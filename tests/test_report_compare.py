@@ -87,8 +87,10 @@ def test_report_reads_an_archived_folder_whose_samples_are_gzipped(runs, tmp_pat
     [
         (["{missing}"], "not an evaluation folder"),
         (["{tiny}", "{tiny}", "--labels", "one"], "--labels gives 1 names for 2 runs"),
+        (["{tiny}", "{tiny}", "--labels", "a,a"], "--labels names a more than once"),
         (["{broken}"], "is not valid JSON"),
         (["{broken_gz}"], "samples.jsonl.gz is not valid gzipped JSON (Not a gzipped file"),
+        (["{tiny}", "{listed}"], "listed: report.json is no evaluation report (no splits in it)"),  # an AttributeError
         (["{tiny}", "--against", "tiny=tinny"], "--against names 'tinny' (did you mean 'tiny'?)"),
         (["{tiny}", "--against", "tiny"], "--against takes RUN=BASE pairs"),
         (["{tiny}", "{letters}", "--against", "letters-ref=tiny"], "--against letters-ref=tiny: no split"),
@@ -105,7 +107,11 @@ def test_report_bad_input_is_one_line_exit_2(args, message, runs, tmp_path, plug
     broken_gz.mkdir()
     shutil.copy(runs / "tiny" / "report.json", broken_gz)
     (broken_gz / "samples.jsonl.gz").write_text("plain text")
-    paths = {"missing": str(tmp_path / "nope"), "tiny": str(runs / "tiny"), "broken": str(broken), "broken_gz": str(broken_gz),
+    listed = tmp_path / "listed"
+    listed.mkdir()
+    (listed / "report.json").write_text("[1, 2]")
+    shutil.copy(runs / "tiny" / "samples.jsonl", listed)
+    paths = {"listed": str(listed), "missing": str(tmp_path / "nope"), "tiny": str(runs / "tiny"), "broken": str(broken), "broken_gz": str(broken_gz),
              "letters": str(runs / "letters-ref")}
     out = rlplugs("report", *[a.format(**paths) for a in args], "--out", str(tmp_path / "cmp"), env=plugin_env, timeout=120)
     needles = (message,) if isinstance(message, str) else message

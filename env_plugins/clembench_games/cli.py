@@ -144,7 +144,7 @@ def _cmd_clem(args: argparse.Namespace) -> int:
     try:
         from clembench_games.clem_adapter import plan_run, run_games
     except ModuleNotFoundError as exc:
-        Console(stderr=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'", markup=False)
+        Console(stderr=True, soft_wrap=True).print(f"error: {exc}. Install the clem extra in its own venv: pip install 'rlplugs[clem]'", markup=False)
         return 2
     from rlplugs import load_policy
 

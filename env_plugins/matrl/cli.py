@@ -64,18 +64,20 @@ def add_commands(subparsers) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rlplugs import UsageError
+    from rlplugs import UsageError, validate_options
 
     from matrl.service import JudgeOptions, JudgeService
 
-    try:
-        options = JudgeOptions(device=args.device, relax_steps=args.relax_steps, fmax=args.fmax,
-                               graph_workers=args.graph_workers, band_gap_model=args.band_gap_model or None,
-                               elastic=not args.no_elastic, max_batch_size=args.max_batch_size,
-                               batch_window_s=args.batch_window_s)
-    except ValueError as exc:
-        raise UsageError(f"serve-judges: {exc}") from None
+    flags = {"device": args.device, "relax_steps": args.relax_steps, "fmax": args.fmax, "graph_workers": args.graph_workers,
+             "band_gap_model": args.band_gap_model or None, "elastic": not args.no_elastic,
+             "max_batch_size": args.max_batch_size, "batch_window_s": args.batch_window_s}  # fmt: skip
+    # one line each (pydantic's report was 13); on Ray the replicas, not this process, need the GPU
+    options = validate_options(JudgeOptions, flags, "serve-judges", parsing=args.ray)
     console = Console(stderr=True, highlight=False)
+    ray_only = {"--ray_address": args.ray_address is not None, "--replicas": args.replicas != 1, "--detach": args.detach,
+                "--gpus_per_replica": args.gpus_per_replica != 0.0, "--cpus_per_replica": args.cpus_per_replica != 1.0}
+    if not args.ray and (given := [flag for flag, set_ in ray_only.items() if set_]):  # a plain local server started
+        raise UsageError(f"{', '.join(given)}: Ray Serve options; pass --ray as well")
     if args.ray:
         return _serve_on_ray(args, options, console)
     try:
@@ -128,6 +130,8 @@ def _sun_eval(args: argparse.Namespace) -> int:
 
     check_counts(args, rollouts=1, rows=1, render=0)
     options = parse_json_options(args.env_args, "--env_args") or {}
+    if given := [key for key in ("mlip", "task_mix") if key in options]:  # overwritten by --judge / --track before
+        raise UsageError(f"--env_args {', '.join(given)}: sun-eval sets them from --judge and --track; use those flags")
     if args.track != "all":
         if args.track not in TASK_KINDS:
             raise UsageError(f"unknown track {args.track!r}; tracks: {', '.join(TASK_KINDS)} or all")

@@ -12,14 +12,42 @@ import threading
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
 import rlplugs
 from matrl.datafiles import MEGNET_BANDGAP
 from rlplugs import EnvSpec, EvalProtocol, Registration, RetryPolicy, Sample, StrictConfig, only_parsing
 
 
-#: How a judge relaxes a structure; the env's own judges and the judge service (``JudgeOptions``) take both.
+def _torch_device(value: str, info: ValidationInfo) -> str:
+    """A device torch knows, and with CUDA a GPU here (it failed every episode's first relaxation)."""
+    import torch
+
+    try:
+        device = torch.device(value)
+    except RuntimeError:
+        raise ValueError(f"{value!r} is not a torch device; give cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not only_parsing(info) and not torch.cuda.is_available():
+        raise ValueError(f"{value!r}: torch sees no CUDA GPU here; give cpu")
+    return value
+
+
+def _band_gap_folder(value: str) -> str:
+    """A MatGL-format MEGNet folder, checked before any model loads (the judge service found a missing
+    one only after it had started and loaded CHGNet)."""
+    missing = [name for name in ("model.json", "state.pt") if not Path(value, name).is_file()]
+    if missing:
+        what = "no such folder" if not Path(value).is_dir() else f"no {' or '.join(missing)} in it"
+        raise ValueError(f"{value!r}: {what}; give a MatGL-format MEGNet folder (model.json + "
+                         "state.pt), leave it out for the shipped weights, or set it to null (None on vf-eval's "
+                         "command line) to switch band-gap rewards off")
+    return value
+
+
+#: What a judge runs on and how it relaxes a structure; the env's own judges and the judge service
+#: (``JudgeOptions``) take each.
+TorchDevice = Annotated[str, AfterValidator(_torch_device)]
+BandGapFolder = Annotated[str, AfterValidator(_band_gap_folder)]
 RelaxSteps = Annotated[int, Field(ge=1, description="FIRE steps per relaxation")]
 Fmax = Annotated[float, Field(gt=0, description="force convergence threshold (eV/Å)")]
 
@@ -40,10 +68,10 @@ class MatrlConfig(StrictConfig):
     max_atoms: int = Field(20, ge=1, description="atoms per cell a structure may have")
     relax_steps: RelaxSteps = 20
     fmax: Fmax = 0.1
-    device: str = "cpu"
+    device: TorchDevice = "cpu"
     mlip: Literal["chgnet", "sevenn"] = Field("chgnet", description="chgnet = reward MLIP; sevenn = held-out judge")
     sevenn_model: str = "7net-0"
-    band_gap_model: str | None = Field(str(MEGNET_BANDGAP), description="MatGL-format MEGNet folder (model.json + "
+    band_gap_model: BandGapFolder | None = Field(str(MEGNET_BANDGAP), description="MatGL-format MEGNet folder (model.json + "
                                       "state.pt); default: the shipped MatGL weights; null switches band-gap tasks "
                                       "and rewards off")
     elastic_judge: bool = Field(True, description="false switches bulk-modulus tasks and rewards off")
@@ -84,18 +112,6 @@ class MatrlConfig(StrictConfig):
 
         return validate_mix(value)
 
-    @field_validator("band_gap_model")
-    @classmethod
-    def _band_gap_folder(cls, value):
-        if value is not None:
-            missing = [name for name in ("model.json", "state.pt") if not Path(value, name).is_file()]
-            if missing:
-                what = "no such folder" if not Path(value).is_dir() else f"no {' or '.join(missing)} in it"
-                raise ValueError(f"{value!r}: {what}; give a MatGL-format MEGNet folder (model.json + "
-                                 "state.pt), leave it out for the shipped weights, or set it to null (None on vf-eval's "
-                                 "command line) to switch band-gap rewards off")
-        return value
-
     @field_validator("hull_reference")
     @classmethod
     def _hull_file(cls, value):
@@ -111,20 +127,6 @@ class MatrlConfig(StrictConfig):
 
         for path in [value] if isinstance(value, str) else value or []:
             check_mp20_csv(path)
-        return value
-
-    @field_validator("device")
-    @classmethod
-    def _torch_device(cls, value: str, info: ValidationInfo) -> str:
-        """A device torch knows, and with CUDA a GPU here (it failed every episode's first relaxation)."""
-        import torch
-
-        try:
-            device = torch.device(value)
-        except RuntimeError:
-            raise ValueError(f"{value!r} is not a torch device; give cpu, cuda or cuda:N") from None
-        if device.type == "cuda" and not only_parsing(info) and not torch.cuda.is_available():
-            raise ValueError(f"{value!r}: torch sees no CUDA GPU here; give cpu")
         return value
 
     @field_validator("judge_url")

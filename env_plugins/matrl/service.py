@@ -50,7 +50,7 @@ from typing import Any
 
 from pydantic import Field
 
-from matrl.plugin import Fmax, RelaxSteps
+from matrl.plugin import BandGapFolder, Fmax, RelaxSteps, TorchDevice
 from matrl.structures import StructureInputError, parse_structure
 from rlplugs import PROMETHEUS_CONTENT_TYPE, ServiceMetrics, StrictConfig, UvicornThread
 
@@ -67,11 +67,11 @@ UNHEALTHY_AFTER = 3  # model failures in a row (on requests tried alone) that ma
 class JudgeOptions(StrictConfig):
     """What a judge replica loads and how it batches (``rlplugs matrl serve-judges`` flags)."""
 
-    device: str = "cpu"
+    device: TorchDevice = "cpu"
     relax_steps: RelaxSteps = 20
     fmax: Fmax = 0.1
     graph_workers: int = Field(0, ge=0, description="processes building CHGNet graphs for batched relaxations")
-    band_gap_model: str | None = Field(None, description="MatGL-format MEGNet folder; None serves no band gap")
+    band_gap_model: BandGapFolder | None = Field(None, description="MatGL-format MEGNet folder; None serves no band gap")
     elastic: bool = Field(True, description="serve bulk moduli (clamped-ion EOS on the MLIP)")
     max_batch_size: int = Field(64, ge=1, description="requests one batched model call may serve")
     batch_window_s: float = Field(0.02, ge=0, description="how long a request waits for others to share its batch")

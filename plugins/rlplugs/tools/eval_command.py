@@ -32,7 +32,8 @@ def check_model_dir(value: str, flag: str, markers: tuple[str, ...] = ("config.j
             raise UsageError(f"{flag} {value}: {problem}")
         return
     if path.exists() or path.is_absolute() or value.startswith((".", "~")) or value.count("/") > 1:
-        raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory ({wanted} inside)")
+        inside = f" ({wanted} inside)" if markers else ""
+        raise UsageError(f"{flag} {value}: no such directory; give a Hugging Face model directory{inside}")
 
 
 def writable_dir(value: str, flag: str) -> Path:
@@ -123,8 +124,12 @@ def run_eval(
     elif guidance_args:
         raise UsageError("--guidance_args without --guidance: name the strategy they are for")
     if policy == "reference":
-        if compile_generation or dtype != "auto":
-            raise UsageError("--compile_generation and --dtype set how a --model decodes; the reference policy is no model")
+        decoding = {"--tokenizer": tokenizer is not None, "--temperature": temperature is not None, "--top_p": top_p is not None,
+                    "--max_new_tokens": max_new_tokens is not None, "--thinking/--no_thinking": enable_thinking is not None,
+                    "--batch_size": batch_size != 8, "--seed": seed != 0, "--compile_generation": compile_generation,
+                    "--dtype": dtype != "auto"}  # fmt: skip
+        if given := [flag for flag, set_ in decoding.items() if set_]:  # taken without a word, and recorded in the report
+            raise UsageError(f"{', '.join(given)} set how a --model decodes; the reference policy is no model")
         if spec.reference_policy is None:
             raise UsageError(f"env '{spec.name}' has no reference policy; pass --model PATH")
         player, policy_name = spec.reference_policy, "reference"

@@ -246,6 +246,11 @@ def load_run(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
         kind = "gzipped JSON" if samples.suffix == ".gz" else "JSON"
         raise UsageError(f"{folder}: report.json or {samples.name} is not valid {kind} ({exc}); re-run the evaluation") from None
+    # valid JSON of another shape: an AttributeError, or a run left out of the table without a word
+    if not isinstance(report, dict) or not isinstance(report.get("splits"), dict) or not report["splits"]:
+        raise UsageError(f"{folder}: report.json is no evaluation report (no splits in it); re-run the evaluation")
+    if not all(isinstance(record, dict) for record in records):
+        raise UsageError(f"{folder}: {samples.name} holds lines that are no sample records; re-run the evaluation")
     return report, records
 
 
@@ -317,6 +322,8 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
 
     if labels is not None and len(labels) != len(folders):
         raise UsageError(f"--labels gives {len(labels)} names for {len(folders)} runs; give one per run")
+    if labels and (twice := sorted({label for label in labels if labels.count(label) > 1})):  # --against cannot tell them apart
+        raise UsageError(f"--labels names {', '.join(twice)} more than once; give each run its own name")
     table, rows_of = [], []
     for i, folder in enumerate(folders):
         report, records = load_run(folder)

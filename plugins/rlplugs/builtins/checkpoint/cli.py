@@ -12,6 +12,7 @@ then left as it was).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -86,6 +87,12 @@ def cmd_segments(args: argparse.Namespace) -> int:
     from rlplugs.builtins.checkpoint.segments import SegmentLog
 
     try:
+        if not Path(args.run_dir).is_dir():  # recording made the folder: a typo started a new chain
+            raise ValueError(f"{args.run_dir}: no such run folder; give the run's --output_dir")
+        if args.begin is None and (args.optimizer_carried is not None or args.resumed_from is not None):
+            raise ValueError("--optimizer-carried, --fresh-optimizer and --resumed-from describe a new segment: pass --begin STEP")
+        if args.end is None and args.reason != "ended":
+            raise ValueError("--reason says why a segment ended: pass --end STEP")
         if args.begin is not None and args.end is not None and args.begin > args.end:
             raise ValueError(f"--begin {args.begin} is after --end {args.end}: a new segment resumes from a "
                              "checkpoint the ended one wrote, at or before the step it ended")

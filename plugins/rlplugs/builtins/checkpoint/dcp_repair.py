@@ -60,8 +60,17 @@ def find_dcp_dir(step_dir: str | os.PathLike[str]) -> Path:
 
 
 def _read_metadata(ckpt: Path):
-    with (ckpt / METADATA_FILE).open("rb") as f:
-        return pickle.load(f)
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    try:
+        with (ckpt / METADATA_FILE).open("rb") as f:
+            metadata = pickle.load(f)
+    except Exception as exc:  # unpickling garbage raises about anything (ValueError, EOFError, UnpicklingError, ...)
+        raise RepairError(f"{ckpt / METADATA_FILE} does not load ({type(exc).__name__}: {exc}); the checkpoint is "
+                          "damaged: save it again or take an earlier one") from None
+    if not isinstance(metadata, Metadata):
+        raise RepairError(f"{ckpt / METADATA_FILE} holds a {type(metadata).__name__}, not DCP metadata; the checkpoint is damaged")
+    return metadata
 
 
 def _param_fqns(ckpt: Path, metadata, optim_prefix: str) -> list[str]:

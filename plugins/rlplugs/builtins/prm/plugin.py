@@ -72,9 +72,8 @@ class PRMConfig(CandidatesConfig):
         """Checked when the options are, so a wrong path fails before any model loads."""
         if not Path(value).is_dir():
             raise ValueError(f"{value!r} is not a directory; give a PRM checkpoint directory (from `rlplugs prm train`)")
-        if not any(Path(value, name).is_file() for name in ("config.json", "adapter_config.json")):
-            raise ValueError(f"{value!r} has no config.json or adapter_config.json; give a PRM checkpoint directory "
-                             "(from `rlplugs prm train`)")
+        if problem := rlplugs.model_folder_problem(Path(value)):  # its load's OSError reached the user
+            raise ValueError(f"{value!r}: {problem} (a PRM checkpoint directory, from `rlplugs prm train`)")
         return value
 
 
@@ -199,6 +198,8 @@ def cmd_label(args: argparse.Namespace) -> int:
     from rlplugs.builtins.prm.labels import monte_carlo_labels, outcome_labels, save_rows
 
     greedy_finish = args.finish == "greedy"
+    if args.method == "outcome" and (args.k is not None or args.candidates != 2):  # taken without a word
+        raise UsageError("--k and --candidates shape monte_carlo's labels; --method outcome labels the played turns")
     if args.k is None:
         args.k = 1 if greedy_finish else 4
     check_counts(args, rows=1, k=1, candidates=1, chunk=1)
@@ -222,6 +223,11 @@ def cmd_label(args: argparse.Namespace) -> int:
             {spec.eval.success_component: 1.0} if spec.eval.success_component else spec.weights)  # fmt: skip
     except json.JSONDecodeError as exc:
         raise UsageError(f"--outcome is not JSON like '{{\"success\": 1}}': {exc.msg}") from exc
+    numbers = isinstance(weights, dict) and all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
+                                                for w in weights.values())  # fmt: skip
+    if not numbers or not sum(weights.values()) > 0:  # the labels are their weighted mean
+        raise UsageError(f"--outcome {args.outcome}: give a JSON object of component: weight (weights of at least 0, "
+                         "not all 0), e.g. '{\"success\": 1}'")
     unknown = sorted(set(weights) - {c.name for c in spec.components})
     if unknown:
         raise UsageError(f"--outcome names {unknown}, not components of '{spec.name}': {sorted(spec.weights)}")

@@ -49,6 +49,13 @@ class PRMTrainConfig:
             raise ValueError(f"--max_steps {self.max_steps}: give at least 1, or -1 to train --epochs passes")
         if self.max_steps == -1 and self.epochs <= 0:
             raise ValueError(f"--epochs {self.epochs}: give a value above 0 (or --max_steps N)")
+        if self.keep_adapter and not self.lora:  # merged weights were saved without a word
+            raise ValueError("--keep_adapter keeps a LoRA adapter: pass --lora as well")
+        if self.bf16:
+            import torch
+
+            if not torch.cuda.is_available():  # Trainer refused it once the model had loaded
+                raise ValueError("--bf16 trains in bfloat16 mixed precision on a GPU, and torch sees none here; drop --bf16")
 
 
 def train_prm(config: PRMTrainConfig) -> Path:
