@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# beside this script (python benchmarks/prm_arms.py)
+from paired_clemscore import GOAL_DIFFERENCES as GOAL
+
 RESULTS = Path(__file__).parent / "results"
-#: the goal's order, PRM > random > greedy, as differences that should lie above 0
-GOAL = (("best_of_n_prm", "best_of_n_random"), ("best_of_n_random", "greedy"), ("best_of_n_prm", "greedy"))
 SHORT = {"best_of_n_prm": "PRM", "best_of_n_random": "random", "greedy": "greedy"}
 
 

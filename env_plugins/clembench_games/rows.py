@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from rlplugs import StrictConfig, did_you_mean
+from rlplugs import StrictConfig, did_you_mean, repeated
 
 from clembench_games.instances import GAMES, instances, new_game
 from clembench_games.master import GameEpisode
@@ -50,8 +50,7 @@ class ClembenchGamesConfig(StrictConfig):
         unknown = [g for g in games if g not in GAMES]
         if unknown:
             raise ValueError(f"unknown game {did_you_mean(unknown, GAMES, n=1)}; games: {', '.join(GAMES)}")
-        twice = sorted({g for g in games if games.count(g) > 1})
-        if twice:  # each would be played twice over, its instances counted twice in clemscore
+        if twice := repeated(games):  # each would be played twice over, its instances counted twice in clemscore
             raise ValueError(f"{', '.join(twice)} named more than once: name each game once")
         return games
 

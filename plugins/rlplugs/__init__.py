@@ -76,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "closest": "rlplugs.errors",
     "did_you_mean": "rlplugs.errors",
     "check_counts": "rlplugs.errors",
+    "repeated": "rlplugs.errors",
     # tools plugins build their own commands on
     "run_eval": "rlplugs.tools.eval_command",
     "check_model_dir": "rlplugs.tools.eval_command",

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from rlplugs.config import StrictConfig
 from rlplugs.episode import EpisodeFactory, Policy
-from rlplugs.errors import UnknownNameError
+from rlplugs.errors import UnknownNameError, repeated
 from rlplugs.rewards import RewardComponent, Sample, Score, UnscoredLedger, run_sync, score_components
 
 
@@ -96,10 +96,8 @@ class EnvSpec:
     component_switches: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        names = [c.name for c in self.components]
-        dupes = {n for n in names if names.count(n) > 1}
-        if dupes:
-            raise ValueError(f"env '{self.name}': duplicate reward components {sorted(dupes)}")
+        if dupes := repeated([c.name for c in self.components]):
+            raise ValueError(f"env '{self.name}': duplicate reward components {dupes}")
         if not self.components:
             raise ValueError(f"env '{self.name}' declares no reward components")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class UsageError(Exception):
@@ -73,6 +73,11 @@ def did_you_mean(names: Iterable[str], known: Iterable[str], n: int = 3, prefix:
         hint = closest(name, known, n=n)
         parts.append(f"'{prefix}{name}'" + (f" (did you mean {' or '.join(repr(prefix + h) for h in hint)}?)" if hint else ""))
     return ", ".join(parts)
+
+
+def repeated(names: Sequence[str]) -> list[str]:
+    """The names that occur more than once in ``names``, sorted (a game, a fixup, a label named twice)."""
+    return sorted({name for name in names if names.count(name) > 1})
 
 
 def check_counts(args: argparse.Namespace, **minimums: int) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplugs.envspec import EnvSpec
-from rlplugs.errors import UsageError, did_you_mean
+from rlplugs.errors import UsageError, did_you_mean, repeated
 from rlplugs.rewards import reason_kind
 
 log = logging.getLogger(__name__)
@@ -322,7 +322,7 @@ def compare_runs(folders: list[str | Path], labels: list[str] | None = None, met
 
     if labels is not None and len(labels) != len(folders):
         raise UsageError(f"--labels gives {len(labels)} names for {len(folders)} runs; give one per run")
-    if labels and (twice := sorted({label for label in labels if labels.count(label) > 1})):  # --against cannot tell them apart
+    if labels and (twice := repeated(labels)):  # --against cannot tell them apart
         raise UsageError(f"--labels names {', '.join(twice)} more than once; give each run its own name")
     table, rows_of = [], []
     for i, folder in enumerate(folders):

@@ -32,7 +32,7 @@ from trl.scripts.grpo import GRPOScriptArguments
 
 from rlplugs.config import parse_json_options
 from rlplugs.envspec import EnvSpec
-from rlplugs.errors import did_you_mean
+from rlplugs.errors import did_you_mean, repeated
 from rlplugs.registry import build_named, make_env
 from rlplugs.rewards import RewardComponent
 from rlplugs.weights import model_folder_problem, unresumable
@@ -179,7 +179,7 @@ def extra_components(args: EnvArguments) -> list[RewardComponent]:
 def fixups(args: EnvArguments) -> list[Any]:
     """The checkpoint fixups named with ``--fixups``, built with their ``--fixup_args`` options."""
     names = list(args.fixups or [])
-    if twice := sorted({name for name in names if names.count(name) > 1}):  # two callbacks acting on every step
+    if twice := repeated(names):  # two callbacks acting on every step
         raise ValueError(f"--fixups names {', '.join(twice)} more than once: name each fixup once")
     return build_named("checkpoint_fixup", names, args.fixup_args, "--fixup_args")
 
